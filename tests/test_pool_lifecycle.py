@@ -1,0 +1,74 @@
+"""The embedded pool's servers: started, health-checked and stopped with no orphan, however the
+process that started them ends (context exit, Ctrl-C, `pool down`, SIGKILL of the parent)."""
+import json, os, signal, subprocess, sys, time
+from pathlib import Path
+
+import pytest
+
+from compstrength.local import LocalPool, healthy, _alive, read_state
+
+pytestmark = pytest.mark.pool
+PY = sys.executable
+CLI = [str(Path(sys.executable).parent/"compstrength")]  # the installed console script
+
+
+def _servers_of(home):
+    "llama.cpp server pids whose model path is under this test's home (isolated from any user pool)."
+    out = subprocess.run(["pgrep", "-f", f"llama_cpp.server --model {home}"], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+def _gone(pids, timeout=15):
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        if not any(_alive(p) for p in pids): return True
+        time.sleep(0.2)
+    return False
+
+
+def test_context_manager_starts_and_stops(isolated_home):
+    with LocalPool(["smollm2-135m"]) as pool:
+        s = pool.servers["smollm2-135m"]
+        assert healthy(s.api_base) and s.api_base.startswith("http://127.0.0.1:")
+        pid = s.pid
+    assert _gone([pid])
+
+
+def test_sigkill_of_parent_leaves_no_orphan(isolated_home):
+    code = ("from compstrength.local import LocalPool; import time, sys\n"
+            "p = LocalPool(['smollm2-135m']).up()\n"
+            "print(p.servers['smollm2-135m'].pid, flush=True); time.sleep(600)\n")
+    proc = subprocess.Popen([PY, "-c", code], stdout=subprocess.PIPE, text=True)
+    pid = int(proc.stdout.readline())
+    assert _alive(pid)
+    proc.kill(); proc.wait()
+    assert _gone([pid]), "server outlived its SIGKILLed parent"
+
+
+def test_ctrl_c_on_pool_up_wait(isolated_home):
+    proc = subprocess.Popen(CLI + ["pool", "up", "--wait", "--members", "smollm2-135m"], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if "Ctrl-C" in line: break
+    pids = _servers_of(isolated_home)
+    assert pids, "".join(lines)
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=30)
+    assert _gone(pids)
+
+
+def test_cli_up_status_down(isolated_home):
+    up = subprocess.run(CLI + ["pool", "up", "--members", "smollm2-135m", "gemma3-270m"], capture_output=True, text=True, timeout=180)
+    assert up.returncode == 0, up.stderr
+    st = json.loads(subprocess.run(CLI + ["pool", "status", "--json"], capture_output=True, text=True).stdout)
+    assert len(st) == 4 and all(s["sha256_ok"] for s in st)
+    byname = {s["name"]: s for s in st}
+    assert byname["smollm2-135m"]["up"] and byname["gemma3-270m"]["up"] and not byname["qwen2.5-coder-1.5b"]["up"]
+    assert byname["gemma3-270m"]["model"] == "text-completion-openai/gemma3-270m"
+    pids = [s.pid for s in read_state().values()]
+    assert len(pids) == 2 and all(_alive(p) for p in pids)
+    down = subprocess.run(CLI + ["pool", "down"], capture_output=True, text=True, timeout=60)
+    assert down.returncode == 0 and _gone(pids) and not _servers_of(isolated_home)
+    assert read_state() == {}
