@@ -66,7 +66,7 @@ def test_cli_up_status_down(isolated_home):
     assert len(st) == 4 and all(s["sha256_ok"] for s in st)
     byname = {s["name"]: s for s in st}
     assert byname["smollm2-135m"]["up"] and byname["gemma3-270m"]["up"] and not byname["qwen2.5-coder-1.5b"]["up"]
-    assert byname["gemma3-270m"]["model"] == "text-completion-openai/gemma3-270m"
+    assert byname["gemma3-270m"]["litellm_model"] == "text-completion-openai/gemma3-270m"
     pids = [s.pid for s in read_state().values()]
     assert len(pids) == 2 and all(_alive(p) for p in pids)
     down = subprocess.run(CLI + ["pool", "down"], capture_output=True, text=True, timeout=60)
