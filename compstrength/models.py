@@ -20,13 +20,14 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt,
 
 litellm.suppress_debug_info = True
 litellm.telemetry = False
+litellm.disable_aiohttp_transport = True  # httpx: LiteLLM's aiohttp sessions leak ("Unclosed client session") in long runs
 logging.getLogger("LiteLLM").setLevel(logging.ERROR)  # its event-loop notices are noise here
 
 # %% auto #0
-__all__ = ['PROMPT_FORMATS', 'FEWSHOT_PREFIX', 'FEWSHOT_STOP', 'KEY_VERSION', 'RETRYABLE', 'home_dir', 'UnknownModelError',
-           'ModelDownError', 'ModelCallError', 'ReplayMissError', 'ModelSpec', 'validate_model_string',
-           'fewshot_prompt', 'request_fields', 'cache_key', 'Completion', 'CallRecord', 'ModelClient', 'load_recording',
-           'run_sync', 'project_root', 'data_dir']
+__all__ = ['PROMPT_FORMATS', 'FEWSHOT_PREFIX', 'FEWSHOT_STOP', 'FEWSHOT_VERSION', 'KEY_VERSION', 'RETRYABLE', 'home_dir',
+           'UnknownModelError', 'ModelDownError', 'ModelCallError', 'ReplayMissError', 'ModelSpec',
+           'validate_model_string', 'fewshot_prompt', 'request_fields', 'cache_key', 'Completion', 'CallRecord',
+           'ModelClient', 'load_recording', 'run_sync', 'project_root', 'data_dir']
 
 # %% ../nbs/00_models.ipynb #df135054
 def home_dir() -> Path:
@@ -102,7 +103,8 @@ Question: Sam had 20 dollars. He spent half of it and then found 3 dollars. How 
 Answer: Half of 20 is 10, so he has 20 - 10 = 10, and 10 + 3 = 13. The answer is 13.
 
 """
-FEWSHOT_STOP = ["\nQuestion:", "\n\n\n"]
+FEWSHOT_STOP = ["\nQuestion:", "\nProblem:", "\n\n\n"]
+FEWSHOT_VERSION = 2  # part of the cache key: a new prefix or stop list is a new request
 
 def fewshot_prompt(messages: Sequence[dict] # chat messages (role, content)
                   ) -> str: # a few-shot text-completion prompt that ends with "Answer:"
@@ -132,7 +134,8 @@ def request_fields(spec: ModelSpec, # the pool member
                   ) -> dict: # everything that determines the response, and nothing else
     "The fields a cached response is keyed by."
     greedy = float(temperature) == 0.0
-    return dict(v=KEY_VERSION, model=spec.cache_identity, format=spec.prompt_format,
+    fmt = f"fewshot-v{FEWSHOT_VERSION}" if spec.prompt_format == "fewshot" else spec.prompt_format
+    return dict(v=KEY_VERSION, model=spec.cache_identity, format=fmt,
                 messages=[{"role": m["role"], "content": m["content"]} for m in messages],
                 temperature=float(temperature), max_tokens=int(max_tokens),
                 seed=int(seed), sample=0 if greedy else int(sample),
@@ -252,7 +255,7 @@ class ModelClient:
 # %% ../nbs/00_models.ipynb #52afe6d8
 def _litellm_kwargs(spec: ModelSpec, f: dict, timeout: float) -> dict:
     kw = dict(model=spec.model, max_tokens=f["max_tokens"], temperature=f["temperature"],
-              num_retries=0, timeout=timeout)
+              num_retries=0, timeout=timeout, drop_params=True)  # e.g. `seed` where a provider has none
     if f["seed"] is not None: kw["seed"] = f["seed"] + f["sample"]  # each sample index its own seed
     if spec.api_base: kw["api_base"] = spec.api_base
     if spec.api_key_env:
@@ -319,7 +322,10 @@ async def _acomplete(self: ModelClient,
     key = cache_key(f)
     loop = asyncio.get_running_loop()
     ik = (id(loop), key)
-    if ik in self._inflight: return await asyncio.shield(self._inflight[ik])
+    if ik in self._inflight:  # the same request is already being made: share its answer
+        res = await asyncio.shield(self._inflight[ik])
+        self.log.append(CallRecord(spec.name, key, True, 0.0, res.prompt_tokens, res.completion_tokens, 0.0))
+        return res
     fut = loop.create_future(); self._inflight[ik] = fut
     try:
         res = await self._lookup_or_call(spec, f, key)

@@ -91,8 +91,9 @@ def prompt_messages(task: Task, item: Item) -> list[dict]:
                 f"'The answer is N.' where N is a number.\n\nProblem: {item.question}")
     elif task.kind == "choice":
         opts = "\n".join(f"{l}. {c}" for l, c in zip(choice_letters(len(item.choices)), item.choices))
-        body = (f"{item.question}\n{opts}\n\nChoose the correct option. Finish with a line of the form "
-                f"'The answer is X.' where X is the option letter.")
+        letters = choice_letters(len(item.choices))  # no placeholder letter: the base model copies one
+        body = (f"{item.question}\n{opts}\n\nChoose the correct option. Finish with a line that says "
+                f"'The answer is' followed by the option letter ({', '.join(letters[:-1])} or {letters[-1]}).")
     else:
         body = (f"Complete the following Python function. Reply with the whole function, including its "
                 f"signature, in one ```python code block.\n\n```python\n{item.question}```")
@@ -126,6 +127,9 @@ def extract_number(text: str) -> float|None:
     for p in pats:
         m = re.findall(p, text, flags=re.I)
         if m: return _to_float(m[-1])
+    for block in reversed(re.findall(r"```output\s*\n(.*?)```", text, flags=re.S)):  # a shown program output
+        nums = re.findall(_NUM, block)
+        if nums: return _to_float(nums[-1])
     nums = re.findall(_NUM, text)
     return _to_float(nums[-1]) if nums else None
 

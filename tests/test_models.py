@@ -75,6 +75,8 @@ def test_identical_requests_in_flight_are_made_once(tmp_path, monkeypatch):
         res = run_sync(c.amap([dict(model="standin", messages="Same question")] * 5))
         assert all(isinstance(r, Completion) for r in res)
         assert len(srv.requests) == 1
+        u = c.usage()
+        assert len(u) == 5 and int((~u.cached).sum()) == 1
 
 
 def test_validation_before_any_call(tmp_path, monkeypatch):
