@@ -19,28 +19,16 @@ from openai import AsyncOpenAI
 
 from compstrength.local import local_pool
 from compstrength.models import ModelClient, fewshot_prompt, FEWSHOT_STOP, run_sync
-from compstrength.tasks import load_task, prompt_messages, score
+from compstrength.cli import smoke_run
 
 
-def solo(client, tasks, max_tokens):
-    reqs, keys = [], []
-    for tn, task in tasks.items():
-        for item in task:
-            for m in client.pool:
-                reqs.append(dict(model=m, messages=prompt_messages(task, item), max_tokens=max_tokens))
-                keys.append((tn, task, item, m))
-    t0 = time.perf_counter()
+def solo(client, items, max_tokens):
+    "Every member answers `items` GSM8K and `items` arithmetic test items; (table, seconds, model calls)."
     n0 = len(client.log)
-    res = run_sync(client.amap(reqs))
+    t0 = time.perf_counter()
+    df = smoke_run(client, {"gsm8k": items, "arithmetic": items}, seed=0, max_tokens=max_tokens)
     dt = time.perf_counter() - t0
-    rows = []
-    for (tn, task, item, m), r in zip(keys, res):
-        if isinstance(r, Exception):
-            rows.append(dict(model=m, task=tn, item=item.id, score=None, error=str(r)[:200], reply=None)); continue
-        rows.append(dict(model=m, task=tn, item=item.id, score=score(task, item, r.text).score, error=None, reply=r.text))
-    log = client.log[n0:]
-    calls = sum(1 for r in log if not r.cached)
-    return pd.DataFrame(rows), dt, calls
+    return df, dt, sum(1 for r in client.log[n0:] if not r.cached)
 
 
 async def direct(specs, prompts, max_tokens, concurrency):
@@ -70,20 +58,18 @@ def main():
     ap.add_argument("--capture", default=None, help="write every reply to this JSONL (for extraction tests)")
     a = ap.parse_args()
     pd.set_option("display.width", 200)
-    tasks = {"gsm8k": load_task("gsm8k", split="test", limit=a.items, seed=0),
-             "arithmetic": load_task("arithmetic", split="test", limit=a.items, seed=0)}
     cache = Path(tempfile.mkdtemp(prefix="bench-cache-"))
     with local_pool() as pool:
         specs = pool.specs()
         client = ModelClient(specs, cache_dir=cache)
-        df, t1, calls1 = solo(client, tasks, a.max_tokens)
+        df, t1, calls1 = solo(client, a.items, a.max_tokens)
         print(f"\n## 1. Solo accuracy, {a.items} items per task (greedy, {a.max_tokens} tokens), {t1:.0f} s, {calls1} model calls")
         acc = df.pivot_table(index="model", columns="task", values="score", aggfunc="mean").round(3)
         acc["errors"] = df.groupby("model").error.count()
         print(acc.loc[[s.name for s in specs]].to_string())
 
         client2 = ModelClient(specs, cache_dir=cache)
-        df2, t2, calls2 = solo(client2, tasks, a.max_tokens)
+        df2, t2, calls2 = solo(client2, a.items, a.max_tokens)
         same = (df2.score.values == df.score.values).all()
         print(f"\n## 2. Rerun of the same {len(df2)} requests")
         print(pd.DataFrame([dict(run="first (live)", seconds=round(t1, 2), model_calls=calls1),

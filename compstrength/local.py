@@ -6,7 +6,7 @@ Docs: https://compstrength.github.io/compstrength/local.html.md"""
 
 # %% ../nbs/01_local.ipynb #0696ea39
 from __future__ import annotations
-import atexit, contextlib, ctypes, hashlib, json, os, re, signal, socket, subprocess, sys, time, zipfile
+import atexit, contextlib, ctypes, hashlib, json, os, re, signal, socket, subprocess, sys, threading, time, zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -237,8 +237,11 @@ class LocalPool:
                "--use_mlock", "False", "--verbose", "False"]
         logf = home_dir()/"pool"/f"{name}.log"; logf.parent.mkdir(parents=True, exist_ok=True)
         with open(logf, "ab") as log:
+            # PR_SET_PDEATHSIG fires when the *thread* that started the child ends, so it is only
+            # asked for from the main thread; other threads rely on __exit__/atexit.
+            pdeath = not detach and threading.current_thread() is threading.main_thread()
             p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                 start_new_session=detach, preexec_fn=None if detach else _pdeathsig)
+                                 start_new_session=detach, preexec_fn=_pdeathsig if pdeath else None)
         if not detach: self._owned[name] = p
         return Server(name, p.pid, port)
 
