@@ -1,4 +1,4 @@
-"""`compstrength pool fetch|up|down|status` and `compstrength run`
+"""`compstrength run`, `compstrength attribute`, `compstrength pool fetch|up|down|status` and `compstrength smoke`
 
 Docs: https://compstrength.github.io/compstrength/cli.html.md"""
 
@@ -6,7 +6,7 @@ Docs: https://compstrength.github.io/compstrength/cli.html.md"""
 
 # %% ../nbs/09_cli.ipynb #9cf41b78
 from __future__ import annotations
-import argparse, json, signal, sys, threading, time
+import argparse, contextlib, json, signal, sys, threading, time
 from pathlib import Path
 
 import pandas as pd
@@ -17,7 +17,7 @@ from .local import (MEMBERS, LocalPool, fetch_model, local_pool, pool_state_file
 from .tasks import load_task, prompt_messages, score
 
 # %% auto #0
-__all__ = ['smoke_run', 'smoke_summary', 'cmd_pool', 'cmd_run', 'main']
+__all__ = ['USER_ERRORS', 'smoke_run', 'smoke_summary', 'cmd_pool', 'cmd_smoke', 'cmd_run', 'cmd_attribute', 'main']
 
 # %% ../nbs/09_cli.ipynb #5d70ffed
 def smoke_run(client: ModelClient, # a client over the pool
@@ -79,7 +79,7 @@ def cmd_pool(a) -> int:
         else: _print_table(st, ["name", "family", "parameters", "litellm_model", "api_base", "sha256_ok", "up"])
     return 0
 
-def cmd_run(a) -> int:
+def cmd_smoke(a) -> int:
     with local_pool(a.members) as pool:
         client = ModelClient(pool.specs())
         t0 = time.perf_counter()
@@ -94,7 +94,51 @@ def cmd_run(a) -> int:
     print(f"\n{len(u)} requests, {int((~u.cached).sum())} model calls, {int(u.cached.sum())} from cache, {dt:.1f} s")
     return 1 if df.error.notna().any() else 0
 
+def cmd_run(a) -> int:
+    from compstrength.experiment import load_config, run_experiment, write_results
+    cfg = load_config(a.config)
+    if a.limit:
+        for t in cfg["tasks"]: t["limit"] = min(a.limit, t.get("limit") or a.limit)
+    mode = "record" if a.record else "live" if a.live else "replay"
+    ctx = local_pool([s.name for s in cfg["specs"] if s.local]) if mode != "replay" and any(s.local for s in cfg["specs"]) else contextlib.nullcontext()
+    with ctx as pool:
+        if pool is not None:
+            up = {s.name: s for s in pool.specs()}
+            cfg["specs"] = [up.get(s.name, s) for s in cfg["specs"]]
+        res = run_experiment(cfg, mode=mode)
+    out = write_results(res, a.out)
+    pd.set_option("display.width", 200)
+    cols = ["protocol", "task", "model", "individual", "shapley", "shapley_ci_low", "shapley_ci_high", "loo", "banzhaf"]
+    print(res["values"][cols].round(3).to_string(index=False))
+    c = res["correlations"]
+    print("\nRank correlation across the pool (individual vs Shapley):")
+    print(c[(c.x == "individual") & (c.y == "shapley")][["protocol", "task", "n_models", "spearman", "spearman_p",
+          "spearman_ci_low", "spearman_ci_high", "kendall"]].round(3).to_string(index=False))
+    print("\n" + res["summary"].to_string(index=False))
+    print(f"\n{mode}: {res['requests']} requests, {res['model_calls']} model calls, {res['seconds']:.1f} s; "
+          f"results in {out}/ (report.html)")
+    return 1 if res["outcomes"].error.notna().any() else 0
+
+def cmd_attribute(a) -> int:
+    from compstrength.attribution import attribute
+    df = pd.read_csv(a.values, dtype={"coalition": str}, keep_default_na=False)
+    if not {"coalition", "value"} <= set(df.columns):
+        raise SystemExit(f"{a.values}: needs columns 'coalition' and 'value' (got {list(df.columns)})")
+    sets = [frozenset() if c.strip() in ("", "∅") else frozenset(x.strip() for x in c.split("+")) for c in df.coalition]
+    players = sorted(set().union(*sets))
+    v = dict(zip(sets, df.value.astype(float)))
+    res = pd.DataFrame({m: attribute(v, players, method=m, budget=a.budget, seed=a.seed) for m in a.method})
+    print(res.round(6).to_string())
+    return 0
+
 # %% ../nbs/09_cli.ipynb #da1eacc4
+from .models import UnknownModelError, ModelDownError, ReplayMissError
+from .local import ChecksumError
+from .tasks import TaskError
+from .protocols import ProtocolError
+from .experiment import ConfigError
+USER_ERRORS = (UnknownModelError, ModelDownError, ReplayMissError, ChecksumError, TaskError, ProtocolError, ConfigError)
+
 def main(argv: list[str]|None = None) -> int:
     "Entry point of the `compstrength` command."
     p = argparse.ArgumentParser(prog="compstrength", description="Compositional strength of LLMs in multi-model systems")
@@ -104,10 +148,25 @@ def main(argv: list[str]|None = None) -> int:
     pp.add_argument("--members", nargs="+", choices=list(MEMBERS), help="pool members (default: all four)")
     pp.add_argument("--json", action="store_true", help="status as JSON")
     pp.add_argument("--wait", action="store_true", help="up: stay in the foreground until Ctrl-C")
-    pr = sub.add_parser("run", help="the main job (for now: a smoke run on the embedded pool)")
-    pr.add_argument("--limit", type=int, default=3, help="arithmetic items per member (GSM8K: one fewer)")
-    pr.add_argument("--members", nargs="+", choices=list(MEMBERS), help="pool members (default: all four)")
+    pr = sub.add_parser("run", help="the main job: an experiment config -> results record and report")
+    pr.add_argument("config", nargs="?", default=None, help="experiment TOML (default: configs/default.toml)")
+    pr.add_argument("--live", action="store_true", help="recompute through the models (cached) instead of replaying")
+    pr.add_argument("--record", action="store_true", help="recompute and rewrite the config's recording")
+    pr.add_argument("--limit", type=int, default=None, help="at most N items per task")
+    pr.add_argument("--out", default="results", help="output folder (default: results/)")
+    pa = sub.add_parser("attribute", help="attribute coalition values from a CSV (coalition,value)")
+    pa.add_argument("values", help="CSV with columns coalition (a+b+c; empty or ∅ for the empty coalition) and value")
+    pa.add_argument("--method", nargs="+", default=["shapley", "loo", "banzhaf"],
+                    choices=["shapley", "banzhaf", "loo", "individual", "permutation", "kernel"])
+    pa.add_argument("--budget", type=int, default=None, help="coalition evaluations for permutation/kernel")
+    pa.add_argument("--seed", type=int, default=0)
+    ps = sub.add_parser("smoke", help="ask every embedded pool member a few items (a quick check)")
+    ps.add_argument("--limit", type=int, default=3, help="arithmetic items per member (GSM8K: one fewer)")
+    ps.add_argument("--members", nargs="+", choices=list(MEMBERS), help="pool members (default: all four)")
     a = p.parse_args(argv)
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run `finally`/`__exit__`, stop owned servers
-    return {"pool": cmd_pool, "run": cmd_run}[a.cmd](a)
+    try: return {"pool": cmd_pool, "run": cmd_run, "attribute": cmd_attribute, "smoke": cmd_smoke}[a.cmd](a)
+    except USER_ERRORS as e:  # bad input: a clear message, no traceback
+        print(f"compstrength: error: {e}", file=sys.stderr)
+        return 2

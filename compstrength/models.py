@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # importing litellm must not reach the internet
 import asyncio, hashlib, json, logging, threading, time
-from dataclasses import dataclass, field, asdict
+from dataclasses import dataclass, field, asdict, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -323,7 +323,7 @@ async def _acomplete(self: ModelClient,
     loop = asyncio.get_running_loop()
     ik = (id(loop), key)
     if ik in self._inflight:  # the same request is already being made: share its answer
-        res = await asyncio.shield(self._inflight[ik])
+        res = replace(await asyncio.shield(self._inflight[ik]), cached=True)
         self.log.append(CallRecord(spec.name, key, True, 0.0, res.prompt_tokens, res.completion_tokens, 0.0))
         return res
     fut = loop.create_future(); self._inflight[ik] = fut
@@ -416,8 +416,9 @@ async def _closing(coro):
 
 def run_sync(coro):
     "Run `coro` to completion from sync code, also inside Jupyter's running event loop."
-    try: asyncio.get_running_loop()
-    except RuntimeError: return asyncio.run(_closing(coro))
+    try: running = asyncio.get_running_loop() is not None
+    except RuntimeError: running = False
+    if not running: return asyncio.run(_closing(coro))
     box = {}
     def target():
         try: box["v"] = asyncio.run(_closing(coro))

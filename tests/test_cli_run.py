@@ -1,0 +1,43 @@
+"""The main job and `compstrength attribute`, through the installed command."""
+import subprocess, sys, time
+from pathlib import Path
+
+import pandas as pd
+
+CLI = [str(Path(sys.executable).parent/"compstrength")]
+
+
+def test_default_run_replays_under_60s(tmp_path, isolated_home):
+    t0 = time.time()
+    r = subprocess.run(CLI + ["run", "--out", str(tmp_path/"res")], capture_output=True, text=True, timeout=300)
+    dt = time.time() - t0
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert dt < 60, f"default run took {dt:.0f} s"
+    assert "0 model calls" in r.stdout
+    files = {p.name for p in (tmp_path/"res").iterdir()}
+    assert {"outcomes.csv", "values.csv", "correlations.csv", "summary.csv", "report.html"} <= files
+    values = pd.read_csv(tmp_path/"res"/"values.csv")
+    assert len(values) == 4 * 2 and values.shapley.notna().all()
+    assert ((values.shapley_ci_low <= values.shapley + 1e-12) & (values.shapley <= values.shapley_ci_high + 1e-12)).all()
+    outcomes = pd.read_csv(tmp_path/"res"/"outcomes.csv")
+    assert len(outcomes) == 15 * 40 and outcomes.error.isna().all()
+    html = (tmp_path/"res"/"report.html").read_text()
+    assert "vegaEmbed" in html and "cdn.jsdelivr.net" not in html
+
+
+def test_attribute_from_csv(tmp_path):
+    # the glove game: a holds a left glove, b and c right gloves; a pair is worth 1
+    csv = tmp_path/"v.csv"
+    csv.write_text("coalition,value\n,0\na,0\nb,0\nc,0\na+b,1\na+c,1\nb+c,0\na+b+c,1\n")
+    r = subprocess.run(CLI + ["attribute", str(csv), "--method", "shapley", "loo"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    rows = {l.split()[0]: [float(x) for x in l.split()[1:]] for l in r.stdout.splitlines()[1:]}
+    assert abs(rows["a"][0] - 2 / 3) < 1e-6 and abs(rows["b"][0] - 1 / 6) < 1e-6 and rows["b"][1] == 0.0
+
+
+def test_bad_config_fails_before_any_call(tmp_path, isolated_home):
+    cfg = tmp_path/"bad.toml"
+    cfg.write_text('[pool]\nembedded = ["smollm2-135m", "gpt-9"]\n[[tasks]]\nname = "gsm8k"\n')
+    r = subprocess.run(CLI + ["run", str(cfg), "--live", "--out", str(tmp_path/"o")], capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0 and "unknown embedded member" in r.stderr
+    assert not (isolated_home/"pool"/"state.json").exists() and not (tmp_path/"o").exists()
