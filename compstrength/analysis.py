@@ -31,6 +31,8 @@ def values_table(item_values: dict, # frozenset → per-item scores (from `Coali
         per_item[m] = attribute_items(item_values, players, method=m)
         ci = bootstrap_ci(per_item[m], n_boot=n_boot, level=level, seed=seed)
         out[m] = ci["value"]; out[f"{m}_ci_low"] = ci["ci_low"]; out[f"{m}_ci_high"] = ci["ci_high"]
+    out["ci_low"], out["ci_high"] = out["shapley_ci_low"], out["shapley_ci_high"]  # the record's headline CI
+    out["method"], out["budget"] = "exact", 2 ** len(players)  # coalitions evaluated
     out["n_items"] = len(next(iter(item_values.values())))
     out.attrs["per_item"] = per_item
     return out

@@ -108,9 +108,10 @@ def strength_chart(values: pd.DataFrame, corr: pd.DataFrame) -> alt.Chart:
     charts = []
     for (proto, task), v in values.groupby(["protocol", "task"], sort=False):
         c = corr[(corr.protocol == proto) & (corr.task == task) & (corr.x == "individual") & (corr.y == "shapley")].iloc[0]
-        base = alt.Chart(v).encode(x=alt.X("individual:Q", title="individual strength v({i}) − v(∅)"))
+        base = alt.Chart(v).encode(x=alt.X("individual:Q", title="individual strength v({i}) − v(∅)",
+                                           scale=alt.Scale(padding=12)))
         pts = base.mark_point(filled=True, size=80).encode(
-            y=alt.Y("shapley:Q", title="Shapley value"), color="model:N",
+            y=alt.Y("shapley:Q", title="Shapley value", scale=alt.Scale(padding=12)), color="model:N",
             tooltip=["model", alt.Tooltip("individual:Q", format=".3f"), alt.Tooltip("shapley:Q", format=".3f"),
                      alt.Tooltip("loo:Q", format=".3f")])
         bars = base.mark_rule().encode(y="shapley_ci_low:Q", y2="shapley_ci_high:Q", color="model:N")
@@ -129,5 +130,6 @@ def write_results(res: dict, out: str|Path) -> Path:
               f"{res['seconds']:.1f} s</p><h2>Summary</h2>{res['summary'].to_html(index=False)}"
               f"<h2>Values</h2>{res['values'][cols].round(3).to_html(index=False)}"
               f"<h2>Rank correlations</h2>{res['correlations'].round(3).to_html(index=False)}<h2>Charts</h2>")
-    (out/"report.html").write_text(html.replace("<body>", "<body>" + tables, 1))
+    at = html.index("<body>", html.rindex("</head>")) + len("<body>")  # the inlined JS also contains "<body>"
+    (out/"report.html").write_text(html[:at] + tables + html[at:])
     return out
