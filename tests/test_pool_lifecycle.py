@@ -46,17 +46,23 @@ def test_sigkill_of_parent_leaves_no_orphan(isolated_home):
 
 
 def test_ctrl_c_on_pool_up_wait(isolated_home):
+    # A shell that started this run in the background leaves SIGINT ignored, and Python keeps an
+    # inherited SIG_IGN: give the command the disposition a terminal would.
     proc = subprocess.Popen(CLI + ["pool", "up", "--wait", "--members", "smollm2-135m"], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    lines = []
-    for line in proc.stdout:
-        lines.append(line)
-        if "Ctrl-C" in line: break
-    pids = _servers_of(isolated_home)
-    assert pids, "".join(lines)
-    proc.send_signal(signal.SIGINT)
-    proc.wait(timeout=30)
-    assert _gone(pids)
+                            stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            if "Ctrl-C" in line: break
+        pids = _servers_of(isolated_home)
+        assert pids, "".join(lines)
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+        assert _gone(pids)
+    finally:
+        if proc.poll() is None: proc.terminate(); proc.wait(timeout=30)  # never leave it behind
 
 
 def test_cli_up_status_down(isolated_home):
