@@ -80,6 +80,7 @@ def run_experiment(cfg: dict, # from `load_config`
     tasks = [load_task(t["name"], split=t.get("split", "all"), limit=t.get("limit"), seed=t.get("seed", 0)) for t in cfg["tasks"]]
     protos = [get_protocol(p, max_tokens=r["max_tokens"]) for p in r["protocols"]]
     base = Path(cache_dir) if cache_dir else home_dir()
+    if mode == "replay": base = base/"replay"  # replayed results never stand in for a live run's
     client = ModelClient(cfg["specs"], cache_dir=base/"calls", recording=rec, mode=mode)
     client.check()
     players = [s.name for s in cfg["specs"]]
@@ -96,6 +97,8 @@ def run_experiment(cfg: dict, # from `load_config`
     def _plain(k, t):  # the per-item tables ride in .attrs; the record keeps the values only
         t = t.assign(protocol=k[1], family=k[2], task=k[3]).reset_index(); t.attrs = {}; return t
     values = pd.concat([_plain(k, t) for k, t in settings.items()])
+    first = ["protocol", "family", "task", "model"]
+    values = values[first + [c for c in values.columns if c not in first]]
     corr = correlations_table(settings, n_boot=r["n_boot"], level=r["level"], seed=r["seed"])
     u = client.usage()
     return dict(outcomes=pd.concat(outcomes, ignore_index=True), values=values.reset_index(drop=True),
