@@ -11,7 +11,7 @@ Usage: .venv/bin/python bench/bench_pool.py [--items 50] [--concurrency 8] [--re
        [--capture data/captured/replies.jsonl]
 Uses the running pool (`compstrength pool up`) or starts one for the run.
 """
-import argparse, asyncio, json, os, shutil, statistics, tempfile, time
+import argparse, asyncio, json, shutil, tempfile, time
 from pathlib import Path
 
 import pandas as pd

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from .attribution import attribute, attribute_items, bootstrap_ci
+from .attribution import attribute_items, bootstrap_ci
 
 # %% auto #0
 __all__ = ['METHODS', 'values_table', 'rank_correlation', 'correlations_table', 'summarize']

@@ -7,11 +7,10 @@ Docs: https://compstrength.github.io/compstrength/cli.html.md"""
 # %% ../nbs/09_cli.ipynb #9cf41b78
 from __future__ import annotations
 import argparse, contextlib, json, signal, sys, threading, time
-from pathlib import Path
 
 import pandas as pd
 
-from .models import ModelClient, ModelCallError, run_sync
+from .models import ModelClient, run_sync
 from .local import (MEMBERS, LocalPool, fetch_model, local_pool, pool_state_file, pool_status,
                                 read_state, _stop_pid)
 from .tasks import load_task, prompt_messages, score
@@ -121,10 +120,11 @@ def cmd_run(a) -> int:
 
 def cmd_attribute(a) -> int:
     from compstrength.attribution import attribute
+    from compstrength.game import parse_coalition
     df = pd.read_csv(a.values, dtype={"coalition": str}, keep_default_na=False)
     if not {"coalition", "value"} <= set(df.columns):
         raise SystemExit(f"{a.values}: needs columns 'coalition' and 'value' (got {list(df.columns)})")
-    sets = [frozenset() if c.strip() in ("", "∅") else frozenset(x.strip() for x in c.split("+")) for c in df.coalition]
+    sets = [parse_coalition(c) for c in df.coalition]
     players = sorted(set().union(*sets))
     v = dict(zip(sets, df.value.astype(float)))
     res = pd.DataFrame({m: attribute(v, players, method=m, budget=a.budget, seed=a.seed) for m in a.method})

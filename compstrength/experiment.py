@@ -6,14 +6,13 @@ Docs: https://compstrength.github.io/compstrength/experiment.html.md"""
 
 # %% ../nbs/08_experiment.ipynb #d4a8843e
 from __future__ import annotations
-import json, time, tomllib
-from dataclasses import dataclass
+import time, tomllib
 from pathlib import Path
 
 import altair as alt
 import pandas as pd
 
-from .models import ModelClient, ModelSpec, data_dir, home_dir, project_root
+from .models import ModelClient, ModelSpec, home_dir, project_root
 from .local import MEMBERS, pool_specs
 from .tasks import TASKS, load_task
 from .protocols import PROTOCOLS, get_protocol

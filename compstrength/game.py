@@ -6,8 +6,7 @@ Docs: https://compstrength.github.io/compstrength/game.html.md"""
 
 # %% ../nbs/06_game.ipynb #7aad6c7c
 from __future__ import annotations
-import asyncio, hashlib, itertools, json, math, time
-from dataclasses import dataclass
+import asyncio, hashlib, itertools, json
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -21,7 +20,7 @@ from .protocols import Protocol
 from .tasks import Task, score
 
 # %% auto #0
-__all__ = ['OUTCOME_COLUMNS', 'all_coalitions', 'coalition_label', 'CoalitionGame']
+__all__ = ['OUTCOME_COLUMNS', 'all_coalitions', 'coalition_label', 'parse_coalition', 'CoalitionGame']
 
 # %% ../nbs/06_game.ipynb #083473bb
 def all_coalitions(players: Sequence[str], # the pool, in order
@@ -35,6 +34,11 @@ def coalition_label(coalition: Iterable[str], players: Sequence[str]) -> str:
     "`a+b+c` in pool order ('∅' for the empty coalition)."
     c = set(coalition)
     return "+".join(p for p in players if p in c) or "∅"
+
+def parse_coalition(label: str) -> frozenset:
+    "The coalition a label names: `a+b+c`, or `∅`/empty for the empty coalition."
+    label = str(label).strip()
+    return frozenset() if label in ("", "∅") else frozenset(p.strip() for p in label.split("+"))
 
 # %% ../nbs/06_game.ipynb #1365e7f4
 OUTCOME_COLUMNS = ["protocol", "task", "coalition", "size", "item", "score", "answer", "gold", "calls",
@@ -120,9 +124,9 @@ async def _aevaluate(self: CoalitionGame, coalitions: Iterable|None = None) -> p
             raise
     order = {c: k for k, c in enumerate(cs)}
     df = pd.DataFrame(rows)
-    df["_o"] = [order[frozenset(r.split("+"))] for r in df.coalition]
+    df["_o"] = [order[parse_coalition(r)] for r in df.coalition]
     df["_i"] = df.item.map({it.id: k for k, it in enumerate(self.task)})
-    return df.sort_values(["_o", "_i"]).drop(columns=["_o", "_i", "transcript_calls"], errors="ignore").reset_index(drop=True)
+    return df.sort_values(["_o", "_i"])[OUTCOME_COLUMNS + ["cached"]].reset_index(drop=True)
 
 def _evaluate(self: CoalitionGame, coalitions: Iterable|None = None # coalitions (default: all non-empty)
              ) -> pd.DataFrame: # one row per (coalition, item)
@@ -143,7 +147,7 @@ def _item_values(self: CoalitionGame, outcomes: pd.DataFrame, drop_errors: bool 
     ok = _check_errors(outcomes, drop_errors)
     wide = ok.pivot(index="item", columns="coalition", values="score")
     wide = wide.loc[[it.id for it in self.task if it.id in wide.index]]
-    out = {frozenset(c.split("+")): wide[c].to_numpy(float) for c in wide.columns}
+    out = {parse_coalition(c): wide[c].to_numpy(float) for c in wide.columns}
     out[frozenset()] = np.full(len(wide), self.v_empty())
     return out
 

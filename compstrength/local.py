@@ -7,7 +7,7 @@ Docs: https://compstrength.github.io/compstrength/local.html.md"""
 # %% ../nbs/01_local.ipynb #0696ea39
 from __future__ import annotations
 import atexit, contextlib, ctypes, hashlib, json, os, re, signal, socket, subprocess, sys, threading, time, zipfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 

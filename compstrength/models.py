@@ -9,9 +9,9 @@ from __future__ import annotations
 import os
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # importing litellm must not reach the internet
 import asyncio, hashlib, json, logging, threading, time
-from dataclasses import dataclass, field, asdict, replace
+from dataclasses import dataclass, asdict, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 import diskcache
 import litellm

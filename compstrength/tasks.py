@@ -7,9 +7,9 @@ Docs: https://compstrength.github.io/compstrength/tasks.html.md"""
 # %% ../nbs/03_tasks.ipynb #27753c72
 from __future__ import annotations
 import ast, gzip, hashlib, json, math, random, re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
 import pandas as pd
 

@@ -1,6 +1,5 @@
 """sha256 refusal: a model or data file whose hash is not the pinned one is never used."""
 import hashlib, zipfile
-from pathlib import Path
 
 import pytest
 

@@ -1,5 +1,4 @@
 """Call layer: retries, error handling, cache keys, secrets, sampling, de-duplication."""
-import asyncio, os, tempfile
 from pathlib import Path
 
 import pytest

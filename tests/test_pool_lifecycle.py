@@ -1,6 +1,6 @@
 """The embedded pool's servers: started, health-checked and stopped with no orphan, however the
 process that started them ends (context exit, Ctrl-C, `pool down`, SIGKILL of the parent)."""
-import json, os, signal, subprocess, sys, time
+import json, signal, subprocess, sys, time
 from pathlib import Path
 
 import pytest

@@ -26,7 +26,7 @@ def test_children_killed_at_timeout():
 
 
 def test_no_network_even_to_loopback():
-    import socket, threading
+    import socket
     srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(1)
     port = srv.getsockname()[1]
     r = run_sandboxed(f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=2)")
