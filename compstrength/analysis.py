@@ -6,6 +6,7 @@ Docs: https://compstrength.github.io/compstrength/analysis.html.md"""
 
 # %% ../nbs/07_analysis.ipynb #65eeaaad
 from __future__ import annotations
+from typing import Sequence
 import numpy as np
 import pandas as pd
 from scipy import stats
@@ -80,9 +81,11 @@ def correlations_table(settings: dict, # (pool, protocol, family, task) → valu
 
 def summarize(correlations: pd.DataFrame, # from `correlations_table`
               threshold: float = 0.5, # Spearman ρ at or above which strength "translates"
+              exclude: Sequence[str] = (), # protocols left out (upper bounds such as the oracle router)
              ) -> pd.DataFrame:
     "Per protocol family: settings, and how many show individual strength translating into Shapley."
-    c = correlations[(correlations.x == "individual") & (correlations.y == "shapley")].copy()
+    c = correlations[(correlations.x == "individual") & (correlations.y == "shapley")
+                     & ~correlations.protocol.isin(list(exclude))].copy()
     c["translates"] = c.spearman >= threshold
     g = c.groupby("family")
     return pd.DataFrame(dict(settings=g.size(), translates=g.translates.sum(),

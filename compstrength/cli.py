@@ -1,4 +1,4 @@
-"""`compstrength run`, `compstrength attribute`, `compstrength pool fetch|up|down|status` and `compstrength smoke`
+"""`compstrength run`, `compstrength protocols`, `compstrength attribute`, `compstrength pool fetch|up|down|status` and `compstrength smoke`
 
 Docs: https://compstrength.github.io/compstrength/cli.html.md"""
 
@@ -16,7 +16,8 @@ from .local import (MEMBERS, LocalPool, fetch_model, local_pool, pool_state_file
 from .tasks import load_task, prompt_messages, score
 
 # %% auto #0
-__all__ = ['USER_ERRORS', 'smoke_run', 'smoke_summary', 'cmd_pool', 'cmd_smoke', 'cmd_run', 'cmd_attribute', 'main']
+__all__ = ['USER_ERRORS', 'smoke_run', 'smoke_summary', 'cmd_pool', 'cmd_smoke', 'cmd_run', 'cmd_protocols', 'cmd_attribute',
+           'main']
 
 # %% ../nbs/09_cli.ipynb #5d70ffed
 def smoke_run(client: ModelClient, # a client over the pool
@@ -109,6 +110,10 @@ def cmd_run(a) -> int:
     pd.set_option("display.width", 200)
     cols = ["protocol", "task", "model", "individual", "shapley", "shapley_ci_low", "shapley_ci_high", "loo", "banzhaf"]
     print(res["values"][cols].round(3).to_string(index=False))
+    pt = res["protocols"]
+    print("\nProtocols: the grand coalition's value v(N), the best single member, calls per item (N):")
+    print(pt[["protocol", "family", "task", "items", "v_N", "best_single", "best_member", "gain", "calls_per_item",
+              "upper_bound"]].to_string(index=False))
     c = res["correlations"]
     print("\nRank correlation across the pool (individual vs Shapley):")
     print(c[(c.x == "individual") & (c.y == "shapley")][["protocol", "task", "n_models", "spearman", "spearman_p",
@@ -117,6 +122,20 @@ def cmd_run(a) -> int:
     print(f"\n{mode}: {res['requests']} requests, {res['model_calls']} model calls, {res['seconds']:.1f} s; "
           f"results in {out}/ (report.html)")
     return 1 if res["outcomes"].error.notna().any() else 0
+
+def cmd_protocols(a) -> int:
+    from compstrength.protocols import protocol_table
+    rows = protocol_table()
+    if a.json: print(json.dumps(rows, indent=1)); return 0
+    df = pd.DataFrame(rows)
+    df["size"] = [f"{r['min_size']}–{r['max_size'] or 'N'}" for r in rows]
+    df["roles"] = ["; ".join(f"{k}: {v}" for k, v in r["roles"].items()) or "—" for r in rows]
+    df["name"] = [r["name"] + (" (upper bound)" if r["upper_bound"] else "") for r in rows]
+    with pd.option_context("display.max_colwidth", 70, "display.width", 250):
+        print(df[["name", "family", "size", "budget", "uses_dev", "singleton"]].to_string(index=False))
+        print()
+        print(df[["name", "roles"]].to_string(index=False))
+    return 0
 
 def cmd_attribute(a) -> int:
     from compstrength.attribution import attribute
@@ -154,6 +173,8 @@ def main(argv: list[str]|None = None) -> int:
     pr.add_argument("--record", action="store_true", help="recompute and rewrite the config's recording")
     pr.add_argument("--limit", type=int, default=None, help="at most N items per task")
     pr.add_argument("--out", default="results", help="output folder (default: results/)")
+    pl = sub.add_parser("protocols", help="list the collaboration protocols and their declarations")
+    pl.add_argument("--json", action="store_true", help="as JSON")
     pa = sub.add_parser("attribute", help="attribute coalition values from a CSV (coalition,value)")
     pa.add_argument("values", help="CSV with columns coalition (a+b+c; empty or ∅ for the empty coalition) and value")
     pa.add_argument("--method", nargs="+", default=["shapley", "loo", "banzhaf"],
@@ -166,7 +187,7 @@ def main(argv: list[str]|None = None) -> int:
     a = p.parse_args(argv)
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run `finally`/`__exit__`, stop owned servers
-    try: return {"pool": cmd_pool, "run": cmd_run, "attribute": cmd_attribute, "smoke": cmd_smoke}[a.cmd](a)
+    try: return {"pool": cmd_pool, "run": cmd_run, "protocols": cmd_protocols, "attribute": cmd_attribute, "smoke": cmd_smoke}[a.cmd](a)
     except USER_ERRORS as e:  # bad input: a clear message, no traceback
         print(f"compstrength: error: {e}", file=sys.stderr)
         return 2

@@ -15,19 +15,20 @@ import pandas as pd
 from .models import ModelClient, ModelSpec, home_dir, project_root
 from .local import MEMBERS, pool_specs
 from .tasks import TASKS, load_task
-from .protocols import PROTOCOLS, get_protocol
+from .protocols import PROTOCOLS, ProtocolError, available_protocols, get_protocol
 from .game import CoalitionGame
 from .analysis import values_table, correlations_table, summarize
+from .tasks import Task
 
 # %% auto #0
-__all__ = ['ConfigError', 'load_config', 'run_experiment', 'strength_chart', 'write_results']
+__all__ = ['ConfigError', 'load_config', 'run_experiment', 'protocol_table', 'strength_chart', 'write_results']
 
 # %% ../nbs/08_experiment.ipynb #761ec3f6
 class ConfigError(ValueError):
     "An experiment config that cannot run."
 
-_KEYS = {"pool": {"embedded", "models"}, "tasks": {"name", "split", "limit", "seed"},
-         "run": {"protocols", "empty_value", "max_tokens", "n_boot", "level", "seed", "recording", "name"}}
+_KEYS = {"pool": {"embedded", "models"}, "tasks": {"name", "split", "limit", "seed"}, "protocols": set(),
+         "run": {"protocols", "empty_value", "max_tokens", "n_boot", "level", "seed", "recording", "name", "n_dev"}}
 
 def _root() -> Path: return project_root() or Path.cwd()
 
@@ -59,11 +60,30 @@ def load_config(path: str|Path|None = None # a TOML file (default: configs/defau
         if t.get("name") not in TASKS and not str(t.get("name", "")).endswith((".jsonl", ".csv")):
             raise ConfigError(f"{path}: unknown task {t.get('name')!r}; tasks: {sorted(TASKS)}")
     protos = run.get("protocols", ["majority_vote"])
-    unknown = [p for p in protos if p not in PROTOCOLS]
-    if unknown: raise ConfigError(f"{path}: unknown protocol(s) {unknown}; available: {sorted(PROTOCOLS)}")
+    if protos == "all": protos = available_protocols()
+    unknown = [p for p in protos if p not in available_protocols()]
+    if unknown: raise ConfigError(f"{path}: unknown protocol(s) {unknown}; available: {available_protocols()}")
     run = {**dict(empty_value=0.0, max_tokens=320, n_boot=2000, level=0.95, seed=0, recording=None,
                   name=path.stem), **run, "protocols": protos}
-    return dict(path=str(path), specs=specs, tasks=tasks, run=run)
+    pparams = cfg.get("protocols", {})
+    for name, ps in pparams.items():
+        if name not in protos: raise ConfigError(f"{path}: [protocols.{name}] names a protocol not in run.protocols {protos}")
+        if not isinstance(ps, dict): raise ConfigError(f"{path}: [protocols.{name}] must be a table")
+        it = ps.get("items")
+        if it is not None and (not isinstance(it, int) or it < 1): raise ConfigError(f"{path}: [protocols.{name}] items must be a positive integer")
+        ts = ps.get("tasks")
+        if ts is not None and (not isinstance(ts, list) or not ts or set(ts) - {t.get("name") for t in tasks}):
+            raise ConfigError(f"{path}: [protocols.{name}] tasks must be a non-empty list of the config's tasks {[t.get('name') for t in tasks]}")
+    for name in protos:  # build each protocol once, so a bad parameter fails here
+        try: _make_protocol(name, run, pparams.get(name, {}))
+        except ProtocolError as e: raise ConfigError(f"{path}: [protocols.{name}]: {e}") from None
+    return dict(path=str(path), specs=specs, tasks=tasks, run=run, protocols=pparams)
+
+def _make_protocol(name: str, run: dict, ps: dict):
+    "A protocol from the config: run-wide max_tokens, seed and n_dev, then its own table."
+    kw = dict(max_tokens=run["max_tokens"], seed=run["seed"])
+    if run.get("n_dev") is not None and PROTOCOLS[name].uses_dev: kw["n_dev"] = run["n_dev"]
+    return get_protocol(name, **{**kw, **{k: v for k, v in ps.items() if k not in ("items", "tasks")}})
 
 # %% ../nbs/08_experiment.ipynb #b919297d
 def run_experiment(cfg: dict, # from `load_config`
@@ -77,22 +97,28 @@ def run_experiment(cfg: dict, # from `load_config`
     if mode == "replay" and not (rec and rec.exists()):
         raise ConfigError(f"replay needs a recording; {rec} does not exist (run with --live or --record)")
     tasks = [load_task(t["name"], split=t.get("split", "all"), limit=t.get("limit"), seed=t.get("seed", 0)) for t in cfg["tasks"]]
-    protos = [get_protocol(p, max_tokens=r["max_tokens"]) for p in r["protocols"]]
+    pparams = cfg.get("protocols", {})
+    protos = [_make_protocol(p, r, pparams.get(p, {})) for p in r["protocols"]]
     base = Path(cache_dir) if cache_dir else home_dir()
     if mode == "replay": base = base/"replay"  # replayed results never stand in for a live run's
     client = ModelClient(cfg["specs"], cache_dir=base/"calls", recording=rec, mode=mode)
     client.check()
     players = [s.name for s in cfg["specs"]]
     t0 = time.perf_counter()
-    outcomes, settings = [], {}
+    outcomes, settings, games = [], {}, []
     for proto in protos:
+        cap, only = pparams.get(proto.name, {}).get("items"), pparams.get(proto.name, {}).get("tasks")
         for task in tasks:
-            game = CoalitionGame(client, proto, task, players, seed=r["seed"], empty_value=r["empty_value"],
+            if only and task.name not in only: continue
+            t = Task(task.name, task.kind, task.items[:cap], task.source) if cap else task
+            game = CoalitionGame(client, proto, t, players, seed=r["seed"], empty_value=r["empty_value"],
                                  cache_dir=base/"coalitions", progress=progress)
             out = game.evaluate()
             outcomes.append(out)
+            iv = game.item_values(out)
             settings[(r["name"], proto.name, proto.family, task.name)] = values_table(
-                game.item_values(out), players, n_boot=r["n_boot"], level=r["level"], seed=r["seed"])
+                iv, players, n_boot=r["n_boot"], level=r["level"], seed=r["seed"])
+            games.append((proto, task.name, iv, out))
     def _plain(k, t):  # the per-item tables ride in .attrs; the record keeps the values only
         t = t.assign(protocol=k[1], family=k[2], task=k[3]).reset_index(); t.attrs = {}; return t
     values = pd.concat([_plain(k, t) for k, t in settings.items()])
@@ -100,11 +126,37 @@ def run_experiment(cfg: dict, # from `load_config`
     values = values[first + [c for c in values.columns if c not in first]]
     corr = correlations_table(settings, n_boot=r["n_boot"], level=r["level"], seed=r["seed"])
     u = client.usage()
+    bounds = [p.name for p in protos if p.upper_bound]
     return dict(outcomes=pd.concat(outcomes, ignore_index=True), values=values.reset_index(drop=True),
-                correlations=corr, summary=summarize(corr), seconds=time.perf_counter() - t0,
+                correlations=corr, summary=summarize(corr, exclude=bounds),
+                protocols=protocol_table(games, values, players), seconds=time.perf_counter() - t0,
                 requests=len(u), model_calls=int((~u.cached).sum()))
 
 # %% ../nbs/08_experiment.ipynb #8b07e993
+def protocol_table(games: list, # (protocol, task name, item values, outcomes) per game
+                   values: pd.DataFrame, # the values record
+                   players: list, # the pool, in order
+                  ) -> pd.DataFrame:
+    "v(N), the best single member, the gain, calls per item, and per-member individual / Shapley / LOO."
+    rows = []
+    for proto, task, iv, out in games:
+        n = frozenset(players)
+        solo = {p: float(iv[frozenset([p])].mean()) for p in players}
+        best = max(players, key=lambda p: solo[p])
+        vn = float(iv[n].mean())
+        full = out[out.coalition == "+".join(players)]
+        row = dict(protocol=proto.name, family=proto.family, upper_bound=proto.upper_bound, task=task, items=len(iv[n]),
+                   v_N=round(vn, 3), best_single=round(solo[best], 3), best_member=best, gain=round(vn - solo[best], 3),
+                   calls_per_item=round(float(full.calls.mean()), 2))
+        v = values[(values.protocol == proto.name) & (values.task == task)].set_index("model")
+        for p in players:
+            row[f"{p}:individual"] = round(float(v.loc[p, "individual"]), 3)
+            row[f"{p}:shapley"] = round(float(v.loc[p, "shapley"]), 3)
+            row[f"{p}:loo"] = round(float(v.loc[p, "loo"]), 3)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+# %% ../nbs/08_experiment.ipynb #e21fa200
 def strength_chart(values: pd.DataFrame, corr: pd.DataFrame) -> alt.Chart:
     "Individual strength vs Shapley value per setting, with 95% CIs."
     charts = []
@@ -124,12 +176,14 @@ def strength_chart(values: pd.DataFrame, corr: pd.DataFrame) -> alt.Chart:
 def write_results(res: dict, out: str|Path) -> Path:
     "Write the results record and `report.html` into `out`."
     out = Path(out); out.mkdir(parents=True, exist_ok=True)
-    for k in ("outcomes", "values", "correlations", "summary"): res[k].to_csv(out/f"{k}.csv", index=False)
+    for k in ("outcomes", "values", "correlations", "summary", "protocols"): res[k].to_csv(out/f"{k}.csv", index=False)
     chart = strength_chart(res["values"], res["correlations"])
     cols = ["protocol", "task", "model", "individual", "shapley", "shapley_ci_low", "shapley_ci_high", "loo", "banzhaf"]
     html = chart.to_html(inline=True)
     tables = (f"<h1>compstrength report</h1><p>{res['requests']} requests, {res['model_calls']} model calls, "
               f"{res['seconds']:.1f} s</p><h2>Summary</h2>{res['summary'].to_html(index=False)}"
+              f"<h2>Protocols</h2><p>Upper bounds (upper_bound = True) read the gold answer and are left out of the summary.</p>"
+              f"{res['protocols'].to_html(index=False)}"
               f"<h2>Values</h2>{res['values'][cols].round(3).to_html(index=False)}"
               f"<h2>Rank correlations</h2>{res['correlations'].round(3).to_html(index=False)}<h2>Charts</h2>")
     at = html.index("<body>", html.rindex("</head>")) + len("<body>")  # the inlined JS also contains "<body>"

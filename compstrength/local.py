@@ -258,8 +258,8 @@ class LocalPool:
             self._wait()
         except BaseException:
             self.down(); raise
-        if detach: _write_state({**read_state(), **self.servers})
-        else: atexit.register(self.down)
+        _write_state({**read_state(), **self.servers})  # other processes find the pool (foreground ones too)
+        if not detach: atexit.register(self.down)
         return self
 
     def _wait(self):
@@ -279,6 +279,7 @@ class LocalPool:
         for n, p in list(self._owned.items()):
             _stop_pid(p.pid); p.wait(); self._owned.pop(n)
         self.servers = {n: s for n, s in self.servers.items() if _alive(s.pid)}
+        if pool_state_file().exists(): _write_state(read_state())  # forget the servers that stopped
 
     def __enter__(self): return self.up()
     def __exit__(self, *exc): self.down()

@@ -130,7 +130,7 @@ def request_fields(spec: ModelSpec, # the pool member
                    seed: int = 0, # sampling seed
                    sample: int = 0, # sample index (ignored when temperature is 0)
                    stop: Sequence[str]|None = None, # stop sequences
-                   logprobs: int|None = None, # top-k logprobs to return, or None
+                   logprobs: int|None = None, # top-k logprobs to return (0: token logprobs only), or None
                   ) -> dict: # everything that determines the response, and nothing else
     "The fields a cached response is keyed by."
     greedy = float(temperature) == 0.0
@@ -303,7 +303,10 @@ async def _call_model(self: ModelClient, spec: ModelSpec, f: dict) -> Completion
         except Exception as e:
             msg = str(e).replace(kw.get("api_key") or "\0", "***")  # never let a key reach a log
             raise ModelCallError(f"{spec.name}: {type(e).__name__}: {msg[:500]}") from None
-        return _completion_from_response(spec, resp, time.perf_counter() - t0)
+        c = _completion_from_response(spec, resp, time.perf_counter() - t0)
+        if f["logprobs"] == 0 and c.logprobs:  # token logprobs only: keep caches and recordings small
+            c.logprobs = [dict(token=t["token"], logprob=round(t["logprob"], 4)) for t in c.logprobs]
+        return c
 
 async def _acomplete(self: ModelClient,
                      model: str, # pool member name
@@ -313,7 +316,7 @@ async def _acomplete(self: ModelClient,
                      seed: int = 0, # sampling seed
                      sample: int = 0, # sample index, for several samples of one request
                      stop: Sequence[str]|None = None, # stop sequences
-                     logprobs: int|None = None, # top-k logprobs to return
+                     logprobs: int|None = None, # top-k logprobs to return (0: token logprobs only)
                     ) -> Completion:
     "Answer one request from the cache, the recording or the model."
     spec = self.spec(model)

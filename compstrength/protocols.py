@@ -1,4 +1,4 @@
-"""How a coalition of models answers an item together: one interface, and majority vote
+"""One interface for every way a coalition of models answers together; call budgets, dev-split choices, majority vote
 
 Docs: https://compstrength.github.io/compstrength/protocols.html.md"""
 
@@ -6,20 +6,28 @@ Docs: https://compstrength.github.io/compstrength/protocols.html.md"""
 
 # %% ../nbs/04_protocols.ipynb #1dcf9423
 from __future__ import annotations
-import asyncio
+import asyncio, math
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Sequence
 
+import numpy as np
+
 from .models import Completion, ModelClient
-from .tasks import Item, Task, extract_choice, extract_number, prompt_messages
+from .tasks import (TASKS, Item, Task, TaskError, extract_choice, extract_number, load_task,
+                                prompt_messages, score)
 
 # %% auto #0
-__all__ = ['PROTOCOLS', 'ProtocolError', 'Outcome', 'Protocol', 'extract_answer', 'ask', 'MajorityVote', 'get_protocol']
+__all__ = ['PROTOCOLS', 'ProtocolError', 'BudgetExceeded', 'Outcome', 'Calls', 'extract_answer', 'own_request', 'ask',
+           'confidence', 'vote', 'DevStats', 'dev_task', 'Protocol', 'register', 'available_protocols', 'get_protocol',
+           'protocol_table', 'MajorityVote', 'FixedClient']
 
 # %% ../nbs/04_protocols.ipynb #a1aad432
 class ProtocolError(ValueError):
-    "A coalition or task a protocol cannot run; raised before any model call."
+    "A coalition, task or setting a protocol cannot run; raised before any model call."
+
+class BudgetExceeded(RuntimeError):
+    "A protocol tried to make more calls for one item than its declared budget."
 
 @dataclass
 class Outcome:
@@ -28,6 +36,7 @@ class Outcome:
     answer: str|None  # the answer extracted from it
     transcript: list = field(default_factory=list)  # one dict per call: member, role, reply, cached, tokens
     completions: list = field(default_factory=list, repr=False)  # the `Completion`s, for accounting
+    meta: dict = field(default_factory=dict)  # protocol-specific facts: who was routed to, thresholds, rounds…
 
     @property
     def calls(self) -> int: return len(self.completions)
@@ -38,35 +47,21 @@ class Outcome:
     @property
     def cost(self) -> float: return float(sum(c.cost for c in self.completions if not c.cached))
 
-class Protocol:
-    "Base class: a way for a coalition to answer an item together."
-    name: str = "protocol"
-    version: int = 1
-    family: str = ""  # "api", "text", "logit" or "weight"
-    min_size: int = 1
-    max_size: int|None = None
-    kinds: tuple = ("numeric", "choice", "code")  # task kinds it can run
+class Calls:
+    "Makes one item's calls for a protocol: counts them against the budget and keeps the transcript."
+    def __init__(self, client: ModelClient, budget: int, protocol: str = ""):
+        self.client, self.budget, self.protocol = client, budget, protocol
+        self.n, self.transcript, self.completions = 0, [], []
 
-    def __init__(self, max_tokens: int = 320, # completion cap per call
-                ):
-        self.max_tokens = max_tokens
-
-    @property
-    def params(self) -> dict:
-        "Everything that changes the protocol's results (part of the coalition cache key)."
-        return dict(max_tokens=self.max_tokens)
-
-    def validate(self, coalition: Sequence[str], task: Task):
-        "Refuse, before any call, a coalition or task this protocol cannot run."
-        if len(set(coalition)) != len(coalition): raise ProtocolError(f"{self.name}: duplicate members in {tuple(coalition)}")
-        if len(coalition) < self.min_size:
-            raise ProtocolError(f"{self.name} needs at least {self.min_size} member(s), got {len(coalition)}")
-        if self.max_size is not None and len(coalition) > self.max_size:
-            raise ProtocolError(f"{self.name} takes at most {self.max_size} members, got {len(coalition)}")
-        if task.kind not in self.kinds: raise ProtocolError(f"{self.name} cannot run {task.kind} tasks ({task.name})")
-
-    async def run(self, client: ModelClient, task: Task, item: Item, coalition: tuple) -> Outcome:
-        raise NotImplementedError
+    async def __call__(self, member: str, messages, role: str, **kw) -> Completion:
+        if self.n >= self.budget:
+            raise BudgetExceeded(f"{self.protocol}: call {self.n + 1} for one item exceeds its budget of {self.budget}")
+        self.n += 1  # counted before the await, so concurrent calls cannot slip past the budget
+        c = await self.client.acomplete(member, messages, **kw)
+        self.completions.append(c)
+        self.transcript.append(dict(member=member, role=role, reply=c.text, cached=c.cached,
+                                    tokens=c.prompt_tokens + c.completion_tokens))
+        return c
 
 # %% ../nbs/04_protocols.ipynb #6b2ade0c
 def extract_answer(task: Task, item: Item, text: str) -> str|None:
@@ -77,33 +72,195 @@ def extract_answer(task: Task, item: Item, text: str) -> str|None:
     if task.kind == "choice": return extract_choice(text, item.choices)
     raise ProtocolError(f"no comparable answer for {task.kind} items")
 
-async def ask(client: ModelClient, member: str, task: Task, item: Item, max_tokens: int) -> Completion:
-    "A member's own answer to an item: the request every protocol shares."
-    return await client.acomplete(member, prompt_messages(task, item), max_tokens=max_tokens)
+def own_request(task: Task, item: Item, max_tokens: int) -> dict:
+    "The shared request for a member's own answer (kwargs of `ModelClient.acomplete`, less the model)."
+    return dict(messages=prompt_messages(task, item), max_tokens=max_tokens, logprobs=0)
 
-def _entry(member, role, c: Completion) -> dict:
-    return dict(member=member, role=role, reply=c.text, cached=c.cached,
-                tokens=c.prompt_tokens + c.completion_tokens)
+async def ask(calls: Calls, member: str, task: Task, item: Item, max_tokens: int, role: str = "solver") -> Completion:
+    "A member's own answer to an item, made through `calls`."
+    return await calls(member, role=role, **own_request(task, item, max_tokens))
 
-# %% ../nbs/04_protocols.ipynb #3697808d
-class MajorityVote(Protocol):
-    "Each member answers alone; the most common extracted answer wins (ties: first in coalition order)."
-    name, version, family, min_size, kinds = "majority_vote", 1, "text", 1, ("numeric", "choice")
+def confidence(c: Completion) -> float:
+    "Mean token log-probability of a reply (−inf when the server returned none)."
+    lps = [t["logprob"] for t in (c.logprobs or []) if t.get("logprob") is not None and math.isfinite(t["logprob"])]
+    return float(np.mean(lps)) if lps else float("-inf")
 
-    async def run(self, client, task, item, coalition) -> Outcome:
-        comps = await asyncio.gather(*(ask(client, m, task, item, self.max_tokens) for m in coalition))
-        answers = [extract_answer(task, item, c.text) for c in comps]
-        votes = Counter(a for a in answers if a is not None)
-        if votes:
-            top = max(votes.values())
-            winner = next(a for a in answers if a is not None and votes[a] == top)
-            final = comps[answers.index(winner)].text
-        else: winner, final = None, comps[0].text
-        return Outcome(final, winner, [_entry(m, "voter", c) for m, c in zip(coalition, comps)], list(comps))
+def vote(answers: Sequence[str|None], weights: Sequence[float]|None = None) -> str|None:
+    "The answer with the largest (weighted) vote; ties go to the one given first. `None` never votes."
+    w = list(weights) if weights is not None else [1.0] * len(answers)
+    tally: dict = {}
+    for a, x in zip(answers, w):
+        if a is not None: tally[a] = tally.get(a, 0.0) + x
+    if not tally: return None
+    top = max(tally.values())
+    return next(a for a in answers if a is not None and math.isclose(tally[a], top))
 
-PROTOCOLS = {"majority_vote": MajorityVote}
+# %% ../nbs/04_protocols.ipynb #721c4b27
+@dataclass
+class DevStats:
+    "One member's own answers to the dev items."
+    member: str
+    correct: np.ndarray  # 1.0 / 0.0 per dev item
+    answers: list
+    confidence: np.ndarray
+    @property
+    def accuracy(self) -> float: return float(self.correct.mean()) if len(self.correct) else 0.0
+
+_DEV_TASKS: dict = {}
+
+def dev_task(task: Task, n: int, seed: int = 0) -> Task:
+    "`n` seeded items of the dev split of `task` (a built-in task or a task file)."
+    key = (task.name, task.source, n, seed)
+    if key not in _DEV_TASKS:
+        src = task.name if task.name in TASKS else task.source
+        if not src: raise ProtocolError(f"task {task.name!r} has no dev split to calibrate on: use a built-in task or a task file (.jsonl/.csv)")
+        try: dev = load_task(str(src), split="dev", limit=n, seed=seed)
+        except (TaskError, FileNotFoundError) as e: raise ProtocolError(f"no dev split for {task.name!r}: {e}") from None
+        if not len(dev): raise ProtocolError(f"task {task.name!r} has no dev items")
+        _DEV_TASKS[key] = dev
+    return _DEV_TASKS[key]
+
+# %% ../nbs/04_protocols.ipynb #472d1ec3
+class Protocol:
+    "Base class: a way for a coalition to answer an item together."
+    name: str = "protocol"
+    version: int = 1
+    family: str = ""  # "api", "text", "logit" or "weight"
+    min_size: int = 1
+    max_size: int|None = None
+    kinds: tuple = ("numeric", "choice", "code")  # task kinds it can run
+    singleton: str = "the member answers alone"  # what a one-member coalition does
+    roles: dict = {}  # special role -> how its member is chosen
+    budget_rule: str = "k"  # the per-item budget as a formula of the coalition size k
+    uses_dev: bool = False  # reads the members' dev answers
+    upper_bound: bool = False  # uses the gold answer: a reference, never averaged with real protocols
+    summary: str = ""
+
+    def __init__(self, max_tokens: int = 320, # completion cap per call
+                 n_dev: int = 12, # dev items for choices made from the dev split (if the protocol makes any)
+                 max_calls: int|None = None, # a per-item call cap; coalitions whose budget exceeds it are refused
+                 seed: int = 0, # dev sampling and sampling seed
+                ):
+        self.max_tokens, self.n_dev, self.max_calls, self.seed = max_tokens, n_dev, max_calls, seed
+        self._dev: dict = {}
+
+    @property
+    def params(self) -> dict:
+        "Everything that changes the protocol's results (part of the coalition cache key)."
+        return dict(max_tokens=self.max_tokens, seed=self.seed, **(dict(n_dev=self.n_dev) if self.uses_dev else {}))
+
+    def budget(self, k: int) -> int:
+        "Most calls the protocol makes for one item with a coalition of `k` members."
+        return k
+
+    def validate(self, coalition: Sequence[str], task: Task):
+        "Refuse, before any call, a coalition or task this protocol cannot run."
+        coalition = tuple(coalition)
+        if len(set(coalition)) != len(coalition): raise ProtocolError(f"{self.name}: duplicate members in {coalition}")
+        if len(coalition) < max(1, self.min_size):
+            raise ProtocolError(f"{self.name} needs at least {max(1, self.min_size)} member(s), got {len(coalition)}"
+                                + (" (the empty coalition's value is the game's empty_value, not a protocol run)" if not coalition else ""))
+        if self.max_size is not None and len(coalition) > self.max_size:
+            raise ProtocolError(f"{self.name} takes at most {self.max_size} members, got {len(coalition)}")
+        if task.kind not in self.kinds: raise ProtocolError(f"{self.name} cannot run {task.kind} tasks ({task.name})")
+        b = self.budget(len(coalition))
+        if self.max_calls is not None and b > self.max_calls:
+            raise ProtocolError(f"{self.name} needs up to {b} calls per item for {len(coalition)} members; max_calls={self.max_calls}")
+        if self.uses_dev and len(coalition) > 1 and self.n_dev < 1: raise ProtocolError(f"{self.name} needs n_dev >= 1")
+        if self.uses_dev and len(coalition) > 1: dev_task(task, self.n_dev, self.seed)
+
+    async def run(self, client: ModelClient, task: Task, item: Item, coalition: Sequence[str]) -> Outcome:
+        "Answer `item` with `coalition`: validate, then run within the budget."
+        coalition = tuple(coalition)
+        self.validate(coalition, task)
+        calls = Calls(client, self.budget(len(coalition)), self.name)
+        if len(coalition) == 1 and self.singleton == Protocol.singleton:
+            c = await ask(calls, coalition[0], task, item, self.max_tokens)
+            final, answer, meta = c.text, (extract_answer(task, item, c.text) if task.kind != "code" else None), {}
+        else:
+            final, answer, meta = await self._run(calls, task, item, coalition)
+        return Outcome(final, answer, calls.transcript, calls.completions, meta)
+
+    async def _run(self, calls: Calls, task: Task, item: Item, coalition: tuple) -> tuple:
+        "The protocol proper: (final reply, answer, meta)."
+        raise NotImplementedError
+
+    async def dev_stats(self, client: ModelClient, task: Task, member: str) -> DevStats:
+        "`member`'s own answers to the dev items (asked once per protocol instance, cached by the client)."
+        key = (task.name, member)
+        if key not in self._dev:
+            dev = dev_task(task, self.n_dev, self.seed)
+            comps = await asyncio.gather(*(client.acomplete(member, **own_request(dev, it, self.max_tokens)) for it in dev))
+            self._dev[key] = DevStats(member, np.array([score(dev, it, c.text).score for it, c in zip(dev, comps)], float),
+                                      [extract_answer(dev, it, c.text) for it, c in zip(dev, comps)],
+                                      np.array([confidence(c) for c in comps]))
+        return self._dev[key]
+
+    async def best_member(self, client: ModelClient, task: Task, coalition: tuple) -> str:
+        "The coalition's most accurate member on the dev items (ties: first in coalition order)."
+        stats = await asyncio.gather(*(self.dev_stats(client, task, m) for m in coalition))
+        return coalition[int(np.argmax([s.accuracy for s in stats]))]
+
+    def describe(self) -> dict:
+        "The protocol's declaration, for `compstrength protocols`."
+        return dict(name=self.name, family=self.family, min_size=self.min_size, max_size=self.max_size,
+                    kinds=list(self.kinds), singleton=self.singleton, roles=dict(self.roles),
+                    budget=self.budget_rule, uses_dev=self.uses_dev, upper_bound=self.upper_bound,
+                    params=self.params, summary=self.summary or (self.__doc__ or "").strip())
+
+# %% ../nbs/04_protocols.ipynb #22716bf5
+PROTOCOLS: dict = {}
+
+def register(cls):
+    "Class decorator: add a protocol to `PROTOCOLS`."
+    PROTOCOLS[cls.name] = cls
+    return cls
+
+def _load_all():
+    "Import every protocol module (each registers its protocols)."
+    import compstrength.proto_api, compstrength.proto_text, compstrength.proto_logit  # noqa: F401
+
+def available_protocols() -> list[str]:
+    "Names of every protocol, by family."
+    _load_all()
+    order = {"api": 0, "text": 1, "logit": 2, "weight": 3}
+    return sorted(PROTOCOLS, key=lambda n: (order.get(PROTOCOLS[n].family, 9), list(PROTOCOLS).index(n)))
 
 def get_protocol(name: str, **params) -> Protocol:
-    "A protocol by name; a clear error for an unknown one."
-    if name not in PROTOCOLS: raise ProtocolError(f"unknown protocol {name!r}; available: {sorted(PROTOCOLS)}")
-    return PROTOCOLS[name](**params)
+    "A protocol by name; a clear error for an unknown one or an unknown parameter."
+    _load_all()
+    if name not in PROTOCOLS: raise ProtocolError(f"unknown protocol {name!r}; available: {available_protocols()}")
+    try: return PROTOCOLS[name](**params)
+    except TypeError as e: raise ProtocolError(f"{name}: bad parameters {params}: {e}") from None
+
+def protocol_table() -> list[dict]:
+    "Every protocol's declaration (default parameters)."
+    return [get_protocol(n).describe() for n in available_protocols()]
+
+# %% ../nbs/04_protocols.ipynb #cafe9f6b
+@register
+class MajorityVote(Protocol):
+    "Each member answers alone; the most common extracted answer wins (ties: first in coalition order)."
+    name, version, family, min_size, kinds = "majority_vote", 2, "text", 1, ("numeric", "choice")
+
+    async def _run(self, calls, task, item, coalition):
+        comps = await asyncio.gather(*(ask(calls, m, task, item, self.max_tokens, "voter") for m in coalition))
+        answers = [extract_answer(task, item, c.text) for c in comps]
+        winner = vote(answers)
+        final = comps[answers.index(winner)].text if winner is not None else comps[0].text
+        return final, winner, dict(answers=answers)
+
+# %% ../nbs/04_protocols.ipynb #492376dd
+class FixedClient(ModelClient):
+    "A stand-in client that answers each member from a dict (or a function of the messages). For examples and unit tests of protocol rules only."
+    def __init__(self, replies: dict): self.replies, self.asked = replies, []
+    @property
+    def pool(self): return dict.fromkeys(self.replies)
+    def spec(self, name):
+        if name not in self.replies: raise KeyError(name)
+    async def acomplete(self, model, messages=None, **kw):
+        r = self.replies[model]
+        text = r(messages, kw) if callable(r) else r
+        self.asked.append((model, messages, kw))
+        if isinstance(text, Completion): return text
+        return Completion(text, model, cached=False, logprobs=[dict(token="x", logprob=-0.5)])

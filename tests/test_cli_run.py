@@ -15,12 +15,19 @@ def test_default_run_replays_under_60s(tmp_path, isolated_home):
     assert dt < 60, f"default run took {dt:.0f} s"
     assert "0 model calls" in r.stdout
     files = {p.name for p in (tmp_path/"res").iterdir()}
-    assert {"outcomes.csv", "values.csv", "correlations.csv", "summary.csv", "report.html"} <= files
+    assert {"outcomes.csv", "values.csv", "correlations.csv", "summary.csv", "protocols.csv", "report.html"} <= files
     values = pd.read_csv(tmp_path/"res"/"values.csv")
-    assert len(values) == 4 * 2 and values.shapley.notna().all()
+    settings = 5 * 2 + 2 * 2 + 5 * 1                                       # (protocol, task) pairs of the default config
+    assert len(values) == 4 * settings and values.shapley.notna().all()      # 4 members each
     assert ((values.shapley_ci_low <= values.shapley + 1e-12) & (values.shapley <= values.shapley_ci_high + 1e-12)).all()
     outcomes = pd.read_csv(tmp_path/"res"/"outcomes.csv")
-    assert len(outcomes) == 15 * 40 and outcomes.error.isna().all()
+    assert len(outcomes) == 15 * (5 * 20 + 2 * 6 + 5 * 2) and outcomes.error.isna().all()   # coalitions × items
+    protocols = pd.read_csv(tmp_path/"res"/"protocols.csv")
+    real = protocols[~protocols.upper_bound]
+    assert real.protocol.nunique() >= 8 and real.family.nunique() >= 3       # the floor: 8 protocols, 3 families
+    assert {"v_N", "best_single", "calls_per_item", "qwen2.5-coder-1.5b:shapley", "qwen2.5-coder-1.5b:loo"} <= set(protocols.columns)
+    summary = pd.read_csv(tmp_path/"res"/"summary.csv")
+    assert set(summary.family) == {"api", "text", "logit"} and summary.settings.sum() == settings - 2   # oracle left out
     html = (tmp_path/"res"/"report.html").read_text()
     assert "vegaEmbed" in html and "cdn.jsdelivr.net" not in html
 

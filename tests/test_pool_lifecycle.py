@@ -58,9 +58,13 @@ def test_ctrl_c_on_pool_up_wait(isolated_home):
             if "Ctrl-C" in line: break
         pids = _servers_of(isolated_home)
         assert pids, "".join(lines)
+        # a foreground pool is visible to other processes (`run --live` in a second terminal)
+        st = json.loads(subprocess.run(CLI + ["pool", "status", "--json"], capture_output=True, text=True).stdout)
+        assert {s["name"]: s["up"] for s in st}["smollm2-135m"]
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=30)
         assert _gone(pids)
+        assert "smollm2-135m" not in read_state()
     finally:
         if proc.poll() is None: proc.terminate(); proc.wait(timeout=30)  # never leave it behind
 
