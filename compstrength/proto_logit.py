@@ -39,25 +39,37 @@ class LogitFusion(Protocol):
     "Answer-level fusion: average the members' probabilities over candidate answers (option letters, or the members' numeric answers)."
     name, family, min_size, kinds = "logit_fusion", "logit", 1, ("numeric", "choice")
     singleton = "numeric: the member answers alone; multiple choice: the argmax of its own letter distribution"
-    budget_rule = "k (multiple choice), 2k (numeric)"
+    budget_rule = "2k (multiple choice), 3k (numeric); k and 2k with debias=False"
+    version = 2
     def __init__(self, top_logprobs: int = 20, # alternatives read per position
+                 debias: bool = True, # score every candidate list in both orders (cancels position bias)
                  **kw):
         super().__init__(**kw)
-        self.top_logprobs = top_logprobs
+        self.top_logprobs, self.debias = top_logprobs, debias
     @property
-    def params(self): return {**super().params, "top_logprobs": self.top_logprobs}
-    def budget(self, k): return 2 * k
+    def params(self): return {**super().params, "top_logprobs": self.top_logprobs, "debias": self.debias}
+    def budget(self, k): return (3 if self.debias else 2) * k
 
-    async def _distributions(self, calls, coalition, msgs, letters):
-        comps = await asyncio.gather(*(calls(m, msgs, role="scorer", max_tokens=4, logprobs=self.top_logprobs) for m in coalition))
-        dists = [letter_distribution(c.logprobs, letters) for c in comps]
-        return np.mean([d if d is not None else np.full(len(letters), 1 / len(letters)) for d in dists], axis=0), \
-               [m for m, d in zip(coalition, dists) if d is None]
+    async def _distributions(self, calls, coalition, question, options):
+        "Mean over members (and over both orders when debiasing) of each member's distribution over `options`."
+        n = len(options)
+        letters = choice_letters(n)
+        orders = [list(range(n))] + ([list(range(n))[::-1]] if self.debias and n > 1 else [])
+        async def one(m, order):
+            c = await calls(m, letter_prompt(question, [options[i] for i in order], letters), role="scorer",
+                            max_tokens=4, logprobs=self.top_logprobs)
+            d = letter_distribution(c.logprobs, letters)
+            if d is None: return None
+            back = np.zeros(n); back[order] = d  # the letter at position j scored option order[j]
+            return back
+        dists = await asyncio.gather(*(one(m, o) for m in coalition for o in orders))
+        missing = sorted({coalition[i // len(orders)] for i, d in enumerate(dists) if d is None}, key=coalition.index)
+        return np.mean([d if d is not None else np.full(n, 1 / n) for d in dists], axis=0), missing
 
     async def _run(self, calls, task, item, coalition):
         if task.kind == "choice":
             letters = choice_letters(len(item.choices))
-            p, missing = await self._distributions(calls, coalition, letter_prompt(item.question, item.choices, letters), letters)
+            p, missing = await self._distributions(calls, coalition, item.question, list(item.choices))
             win = letters[int(np.argmax(p))]
             return f"The answer is {win}.", win, dict(distribution=dict(zip(letters, np.round(p, 4).tolist())), no_letter=missing)
         comps = await asyncio.gather(*(ask(calls, m, task, item, self.max_tokens, "solver") for m in coalition))
@@ -66,10 +78,8 @@ class LogitFusion(Protocol):
         if len(cands) <= 1:
             i = answers.index(cands[0]) if cands else 0
             return comps[i].text, answers[i], dict(candidates=cands, fused=False)
-        letters = choice_letters(len(cands)) if len(cands) <= 10 else None
-        if letters is None: cands, letters = cands[:10], choice_letters(10)  # at most 10 candidates (k <= 10 members in practice)
-        p, missing = await self._distributions(calls, coalition, letter_prompt(
-            f"Problem: {item.question}\n\nCandidate answers:", cands, letters)[:1], letters)
+        cands = cands[:10]  # at most 10 lettered candidates (k <= 10 members in practice)
+        p, missing = await self._distributions(calls, coalition, f"Problem: {item.question}\n\nCandidate answers:", cands)
         win = cands[int(np.argmax(p))]
         return comps[answers.index(win)].text, win, dict(candidates=cands, distribution=np.round(p, 4).tolist(),
                                                           no_letter=missing, fused=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio, itertools
 import numpy as np
 
-from .protocols import Protocol, ProtocolError, ask, extract_answer, own_request, register, vote
+from .protocols import BEST_ON_DEV, Protocol, ProtocolError, ask, extract_answer, own_request, register, vote
 from .proto_api import item_text
 from .tasks import choice_letters, prompt_messages
 
@@ -35,7 +35,7 @@ def replies_block(replies, label: str = "Solution") -> str:
 
 class FollowUp(Protocol):
     "A protocol whose calls after the members' own answers are capped at `followup_tokens`."
-    def __init__(self, followup_tokens: int = 200, # cap on calls after the members' own answers
+    def __init__(self, followup_tokens: int = 128, # cap on calls after the members' own answers
                  **kw):
         super().__init__(**kw)
         if followup_tokens < 1: raise ProtocolError(f"{self.name}: followup_tokens must be >= 1")
@@ -99,10 +99,10 @@ class Debate(FollowUp):
 class Refine(FollowUp):
     "Drafts, a summarizer's review notes, revisions; R rounds; final answer by vote."
     name, family, min_size, kinds, uses_dev = "refine", "text", 1, ("numeric", "choice"), True
-    roles = {"summarizer": "the coalition's most accurate member on the dev items (ties: first in coalition order)"}
+    roles = {"summarizer": BEST_ON_DEV}
     budget_rule = "k + R·(k + 1)"
     def __init__(self, rounds: int = 1, # summarize-and-revise rounds
-                 notes_tokens: int = 200, # cap on the summarizer's notes
+                 notes_tokens: int = 96, # cap on the summarizer's notes
                  **kw):
         super().__init__(**kw)
         if rounds < 1: raise ProtocolError("refine needs rounds >= 1")
@@ -142,7 +142,7 @@ AGGREGATE = ("You have been provided with a set of responses from various models
 class MixtureOfAgents(FollowUp):
     "Layers of proposers (each reading the previous layer), then an aggregator synthesises the final response."
     name, family, min_size, kinds, uses_dev = "moa", "text", 1, ("numeric", "choice"), True
-    roles = {"aggregator": "the coalition's most accurate member on the dev items (ties: first in coalition order)"}
+    roles = {"aggregator": BEST_ON_DEV}
     budget_rule = "k·L + 1"
     def __init__(self, layers: int = 1, # proposer layers
                  **kw):
@@ -179,7 +179,7 @@ def parse_ab(text: str) -> str|None:
 class RankFusion(FollowUp):
     "A ranker judges pairs of the members' replies; the top-k are fused by a member (LLM-Blender style)."
     name, family, min_size, kinds, uses_dev = "rank_fusion", "text", 1, ("numeric", "choice"), True
-    roles = {"ranker": "the coalition's most accurate member on the dev items (ties: first in coalition order)",
+    roles = {"ranker": BEST_ON_DEV,
              "fuser": "the same member as the ranker"}
     budget_rule = "k + k(k−1)/2 + 1"
     def __init__(self, top_k: int = 2, # replies fused

@@ -18,9 +18,9 @@ from .tasks import (TASKS, Item, Task, TaskError, extract_choice, extract_number
                                 prompt_messages, score)
 
 # %% auto #0
-__all__ = ['PROTOCOLS', 'ProtocolError', 'BudgetExceeded', 'Outcome', 'Calls', 'extract_answer', 'own_request', 'ask',
-           'confidence', 'vote', 'DevStats', 'dev_task', 'Protocol', 'register', 'available_protocols', 'get_protocol',
-           'protocol_table', 'MajorityVote', 'FixedClient']
+__all__ = ['BEST_ON_DEV', 'PROTOCOLS', 'ProtocolError', 'BudgetExceeded', 'Outcome', 'Calls', 'extract_answer', 'own_request',
+           'ask', 'confidence', 'vote', 'DevStats', 'dev_task', 'Protocol', 'register', 'available_protocols',
+           'get_protocol', 'protocol_table', 'MajorityVote', 'FixedClient']
 
 # %% ../nbs/04_protocols.ipynb #a1aad432
 class ProtocolError(ValueError):
@@ -105,6 +105,8 @@ class DevStats:
     confidence: np.ndarray
     @property
     def accuracy(self) -> float: return float(self.correct.mean()) if len(self.correct) else 0.0
+
+BEST_ON_DEV = "the coalition's most accurate member on the dev items (ties: first in coalition order)"
 
 _DEV_TASKS: dict = {}
 

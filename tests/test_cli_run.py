@@ -17,11 +17,11 @@ def test_default_run_replays_under_60s(tmp_path, isolated_home):
     files = {p.name for p in (tmp_path/"res").iterdir()}
     assert {"outcomes.csv", "values.csv", "correlations.csv", "summary.csv", "protocols.csv", "report.html"} <= files
     values = pd.read_csv(tmp_path/"res"/"values.csv")
-    settings = 5 * 2 + 2 * 2 + 5 * 1                                       # (protocol, task) pairs of the default config
+    settings = 10 * 2 + 2 * 1                                                # (protocol, task) pairs: debate, refine on arithmetic only
     assert len(values) == 4 * settings and values.shapley.notna().all()      # 4 members each
     assert ((values.shapley_ci_low <= values.shapley + 1e-12) & (values.shapley <= values.shapley_ci_high + 1e-12)).all()
     outcomes = pd.read_csv(tmp_path/"res"/"outcomes.csv")
-    assert len(outcomes) == 15 * (5 * 20 + 2 * 6 + 5 * 2) and outcomes.error.isna().all()   # coalitions × items
+    assert len(outcomes) == 15 * (5 * 20 + 2 * 6 + 3 * 4 + 2 * 2) and outcomes.error.isna().all()   # coalitions × items
     protocols = pd.read_csv(tmp_path/"res"/"protocols.csv")
     real = protocols[~protocols.upper_bound]
     assert real.protocol.nunique() >= 8 and real.family.nunique() >= 3       # the floor: 8 protocols, 3 families

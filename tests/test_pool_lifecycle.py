@@ -82,3 +82,25 @@ def test_cli_up_status_down(isolated_home):
     down = subprocess.run(CLI + ["pool", "down"], capture_output=True, text=True, timeout=60)
     assert down.returncode == 0 and _gone(pids) and not _servers_of(isolated_home)
     assert read_state() == {}
+
+
+def test_busy_server_is_reused_not_duplicated(isolated_home):
+    """llama.cpp's server answers HTTP (even `GET /models`) only between generations, so a busy one
+    can look dead for minutes; `local_pool()` must reuse it rather than start a second server (or
+    stop it mid-generation). The server is paused (SIGSTOP) to make it unresponsive, deterministically."""
+    import os
+    from compstrength.local import local_pool
+    up = subprocess.run(CLI + ["pool", "up", "--members", "smollm2-135m"], capture_output=True, text=True, timeout=180)
+    assert up.returncode == 0, up.stderr
+    (srv,) = read_state().values()
+    os.kill(srv.pid, signal.SIGSTOP)
+    try:
+        assert not healthy(srv.api_base, timeout=2.0)                        # it looks dead over HTTP…
+        with local_pool(["smollm2-135m"]) as pool:
+            assert pool.servers["smollm2-135m"].pid == srv.pid             # …and is reused,
+            assert _servers_of(isolated_home) == [srv.pid]                 # not duplicated,
+            assert _alive(srv.pid)                                         # nor stopped
+    finally:
+        os.kill(srv.pid, signal.SIGCONT)
+        subprocess.run(CLI + ["pool", "down"], capture_output=True, text=True, timeout=60)
+    assert _gone([srv.pid])
