@@ -47,6 +47,7 @@ def main():
     for name in r["protocols"]:
         ps = cfg["protocols"].get(name, {})
         for task in tasks:
+            if ps.get("tasks") and task.name not in ps["tasks"]: continue
             proto = _make_protocol(name, r, ps)
             t = Task(task.name, task.kind, task.items[:ps["items"]], task.source) if ps.get("items") else task
             tmp = Path(tempfile.mkdtemp())
