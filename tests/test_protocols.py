@@ -114,19 +114,25 @@ def test_budget_is_enforced(name, tmp_path):
     assert len(client.log) - n0 <= used - 1                             # the over-budget call was never made
 
 
+@pytest.fixture(scope="module")
+def live_calls(tmp_path_factory):
+    "One live call cache for the module: calls the protocols share (dev and own answers) are made once, as in a real run."
+    return tmp_path_factory.mktemp("live-calls")
+
+
 @pytest.mark.slow
 @pytest.mark.pool
 @pytest.mark.parametrize("name", NAMES)
-def test_protocol_live(name, pool, tmp_path):
-    """Live on the real pool. With COMPSTRENGTH_RECORD=1 it rewrites the recording the fast tests replay
-    (llama.cpp's greedy output can differ slightly between server states, so live answers are not
-    compared with the recording)."""
+def test_protocol_live(name, pool, live_calls):
+    """Live on the real pool (mode "live": nothing comes from a recording). With COMPSTRENGTH_RECORD=1
+    it rewrites the recording the fast tests replay (llama.cpp's greedy output can differ slightly
+    between server states, so live answers are not compared with the recording)."""
     record = os.environ.get("COMPSTRENGTH_RECORD") == "1"
     from compstrength.models import home_dir
-    client = ModelClient(pool.specs(), cache_dir=(home_dir()/"calls") if record else tmp_path,
+    client = ModelClient(pool.specs(), cache_dir=(home_dir()/"calls") if record else live_calls,
                          recording=REC if record else None, mode="record" if record else "live")
+    assert record or not client._replay                                 # no recorded answer can stand in
     p, task, outs = _run(client, name)
     _check(p, task, outs)
     _, _, solo = _run(client, name, (SOLO,), items=1)
     _check(p, task, solo, (SOLO,))
-    assert (~client.usage().cached).any() or record                     # it really asked the models
