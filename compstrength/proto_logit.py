@@ -39,6 +39,7 @@ class LogitFusion(Protocol):
     "Answer-level fusion: average the members' probabilities over candidate answers (option letters, or the members' numeric answers)."
     name, family, min_size, kinds = "logit_fusion", "logit", 1, ("numeric", "choice")
     singleton = "numeric: the member answers alone; multiple choice: the argmax of its own letter distribution"
+    alone_when_single = False
     budget_rule = "2k (multiple choice), 3k (numeric); k and 2k with debias=False"
     version = 2
     def __init__(self, top_logprobs: int = 20, # alternatives read per position

@@ -221,6 +221,7 @@ class SelfConsistency(Protocol):
     "Each member samples n answers; the answer of the most self-consistent member wins."
     name, family, min_size, kinds = "self_consistency", "text", 1, ("numeric", "choice")
     singleton = "the member's majority answer over its n samples (self-consistency alone)"
+    alone_when_single = False
     budget_rule = "n·k"
     def __init__(self, samples: int = 3, # samples per member
                  temperature: float = 0.7, # sampling temperature

@@ -132,6 +132,7 @@ class Protocol:
     max_size: int|None = None
     kinds: tuple = ("numeric", "choice", "code")  # task kinds it can run
     singleton: str = "the member answers alone"  # what a one-member coalition does
+    alone_when_single: bool = True  # a singleton is the member's own answer; False: `_run` handles it (and `singleton` says how)
     roles: dict = {}  # special role -> how its member is chosen
     budget_rule: str = "k"  # the per-item budget as a formula of the coalition size k
     uses_dev: bool = False  # reads the members' dev answers
@@ -176,7 +177,7 @@ class Protocol:
         coalition = tuple(coalition)
         self.validate(coalition, task)
         calls = Calls(client, self.budget(len(coalition)), self.name)
-        if len(coalition) == 1 and self.singleton == Protocol.singleton:
+        if len(coalition) == 1 and self.alone_when_single:
             c = await ask(calls, coalition[0], task, item, self.max_tokens)
             final, answer, meta = c.text, (extract_answer(task, item, c.text) if task.kind != "code" else None), {}
         else:
