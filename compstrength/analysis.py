@@ -11,10 +11,12 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from .attribution import attribute_items, bootstrap_ci
+from .attribution import attribute_items, bootstrap_ci, interactions
+from .game import parse_coalition
 
 # %% auto #0
-__all__ = ['METHODS', 'values_table', 'rank_correlation', 'correlations_table', 'summarize']
+__all__ = ['METHODS', 'values_table', 'rank_correlation', 'correlations_table', 'summarize', 'record_players', 'item_values_of',
+           'coalition_table', 'interaction_table', 'contribution_table']
 
 # %% ../nbs/07_analysis.ipynb #361acf15
 METHODS = ("individual", "shapley", "loo", "banzhaf")
@@ -23,17 +25,22 @@ def values_table(item_values: dict, # frozenset → per-item scores (from `Coali
                  players: list, # the pool, in order
                  n_boot: int = 2000, # bootstrap resamples over items
                  level: float = 0.95, # confidence level
-                 seed: int = 0, # bootstrap seed
+                 seed: int = 0, # bootstrap and estimator seed
+                 methods: Sequence[str] = METHODS, # attribution methods (any of `attribute`'s), one column each
+                 budget: int|None = None, # evaluations for the permutation and kernel estimators
                 ) -> pd.DataFrame: # one row per model
-    "Individual, Shapley, LOO and Banzhaf values per model, with bootstrap CIs over items."
+    "Individual, Shapley, LOO and Banzhaf values (or `methods`) per model, with bootstrap CIs over items."
     out = pd.DataFrame(index=pd.Index(players, name="model"))
     per_item = {}
-    for m in METHODS:
-        per_item[m] = attribute_items(item_values, players, method=m)
+    for m in methods:
+        per_item[m] = attribute_items(item_values, players, method=m, budget=budget, seed=seed)
         ci = bootstrap_ci(per_item[m], n_boot=n_boot, level=level, seed=seed)
         out[m] = ci["value"]; out[f"{m}_ci_low"] = ci["ci_low"]; out[f"{m}_ci_high"] = ci["ci_high"]
-    out["ci_low"], out["ci_high"] = out["shapley_ci_low"], out["shapley_ci_high"]  # the record's headline CI
-    out["method"], out["budget"] = "exact", 2 ** len(players)  # coalitions evaluated
+    head = "shapley" if "shapley" in methods else [m for m in methods if m != "individual"][0] if len(methods) > 1 else methods[0]
+    out["ci_low"], out["ci_high"] = out[f"{head}_ci_low"], out[f"{head}_ci_high"]  # the record's headline CI
+    sampled = [m for m in methods if m in ("permutation", "kernel")]
+    out["method"] = "exact" if not sampled else "+".join(sampled)
+    out["budget"] = 2 ** len(players) if not sampled else (budget if budget is not None else 2 * len(players) + 2048)
     out["n_items"] = len(next(iter(item_values.values())))
     out.attrs["per_item"] = per_item
     return out
@@ -101,3 +108,93 @@ def summarize(correlations: pd.DataFrame, # from `correlations_table`
     g = c.groupby("family")
     return pd.DataFrame(dict(settings=g.size(), translates=g.translates.sum(),
                              mean_spearman=g.spearman.mean().round(3))).reset_index()
+
+# %% ../nbs/07_analysis.ipynb #7b8d0515
+def record_players(outcomes: pd.DataFrame # the outcomes record (or one setting of it)
+                  ) -> list:
+    "The pool, in pool order, from the singleton coalitions of the record."
+    return list(pd.unique(outcomes.loc[outcomes["size"] == 1, "coalition"]))
+
+def _setting(outcomes, protocol, task):
+    o = outcomes
+    if protocol is not None: o = o[o.protocol == protocol]
+    if task is not None: o = o[o.task == task]
+    settings = o[["protocol", "task"]].drop_duplicates()
+    if len(settings) != 1:
+        raise ValueError(f"pick one setting (protocol and task): found {len(settings)} in the record")
+    return o, settings.iloc[0].protocol, settings.iloc[0].task
+
+def item_values_of(outcomes: pd.DataFrame, # the outcomes record
+                   protocol: str|None = None, # the setting's protocol (optional if the record has one)
+                   task: str|None = None, # the setting's task
+                   players: Sequence[str]|None = None, # a sub-pool (default: the record's pool)
+                   empty_value: float = 0.0, # v(∅) per item
+                  ) -> dict: # frozenset → per-item scores
+    "The per-item game of one setting, restricted to `players`."
+    o, _, _ = _setting(outcomes, protocol, task)
+    pool = record_players(o)
+    players = list(players) if players is not None else pool
+    if not players: raise ValueError("pick at least one model")
+    unknown = [p for p in players if p not in pool]
+    if unknown: raise ValueError(f"not in the record's pool {pool}: {unknown}")
+    cs = o.coalition.map(parse_coalition)
+    o = o[cs.map(lambda c: c <= set(players))]
+    o = o[~o.item.isin(set(o.loc[o.error.notna(), "item"]))]
+    wide = o.pivot(index="item", columns="coalition", values="score")
+    wide = wide.loc[list(pd.unique(o.item))]
+    out = {parse_coalition(c): wide[c].to_numpy(float) for c in wide.columns}
+    need = 2 ** len(players) - 1
+    if len(out) < need: raise ValueError(f"the record has {len(out)} of the {need} coalitions of {players}")
+    out[frozenset()] = np.full(len(wide), float(empty_value))
+    return out
+
+def coalition_table(outcomes: pd.DataFrame, # the outcomes record
+                    protocol: str|None = None, # the setting's protocol
+                    task: str|None = None, # the setting's task
+                    players: Sequence[str]|None = None, # a sub-pool (default: the record's pool)
+                    empty_value: float = 0.0, # v(∅)
+                   ) -> pd.DataFrame: # one row per coalition
+    "v(S) of every coalition of one setting, with size and members, ∅ included."
+    o, protocol, task = _setting(outcomes, protocol, task)
+    players = list(players) if players is not None else record_players(o)
+    iv = item_values_of(o, players=players, empty_value=empty_value)
+    order = sorted(iv, key=lambda c: (len(c), sorted(players.index(p) for p in c)))  # by size, then pool order
+    rows = [dict(protocol=protocol, task=task, coalition="+".join(p for p in players if p in c) or "∅",
+                 size=len(c), members=", ".join(p for p in players if p in c) or "(none)",
+                 value=float(iv[c].mean()), n_items=len(iv[c])) for c in order]
+    return pd.DataFrame(rows)
+
+def interaction_table(outcomes: pd.DataFrame, # the outcomes record
+                      protocol: str|None = None, # the setting's protocol
+                      task: str|None = None, # the setting's task
+                      players: Sequence[str]|None = None, # a sub-pool (default: the record's pool)
+                      empty_value: float = 0.0, # v(∅)
+                     ) -> pd.DataFrame: # one row per ordered pair of distinct models
+    "Exact pairwise Shapley interaction index of the mean game of one setting."
+    o, protocol, task = _setting(outcomes, protocol, task)
+    players = list(players) if players is not None else record_players(o)
+    iv = item_values_of(o, players=players, empty_value=empty_value)
+    m = interactions({c: float(v.mean()) for c, v in iv.items()}, players)
+    long = m.rename_axis(index="model_i", columns="model_j").stack().rename("interaction").reset_index()
+    return long.assign(protocol=protocol, task=task)[["protocol", "task", "model_i", "model_j", "interaction"]]
+
+def contribution_table(outcomes: pd.DataFrame, # the outcomes record
+                       protocol: str|None = None, # the setting's protocol
+                       task: str|None = None, # the setting's task
+                       players: Sequence[str]|None = None, # a sub-pool (default: the record's pool)
+                       method: str = "shapley", # any method of `attribute`
+                       budget: int|None = None, # evaluations for permutation and kernel
+                       seed: int = 0, # estimator seed
+                       empty_value: float = 0.0, # v(∅)
+                      ) -> pd.DataFrame: # one row per (item, model)
+    "Each model's attribution on each item of one setting, with the grand coalition's score on the item."
+    o, protocol, task = _setting(outcomes, protocol, task)
+    players = list(players) if players is not None else record_players(o)
+    iv = item_values_of(o, players=players, empty_value=empty_value)
+    items = list(pd.unique(o[~o.item.isin(set(o.loc[o.error.notna(), "item"]))].item))
+    per = attribute_items(iv, players, method=method, budget=budget, seed=seed)
+    per.index = pd.Index(items, name="item")
+    long = per.rename_axis(columns="model").stack().rename("contribution").reset_index()
+    grand = dict(zip(items, iv[frozenset(players)]))
+    return long.assign(protocol=protocol, task=task, method=method, v_N=long.item.map(grand))[
+        ["protocol", "task", "item", "model", "method", "contribution", "v_N"]]
