@@ -18,10 +18,11 @@ from .tasks import TASKS, load_task
 from .protocols import PROTOCOLS, ProtocolError, available_protocols, get_protocol
 from .game import CoalitionGame
 from .analysis import values_table, correlations_table, summarize
+from .charts import correlation_heatmap, strength_scatter
 from .tasks import Task
 
 # %% auto #0
-__all__ = ['ConfigError', 'load_config', 'run_experiment', 'protocol_table', 'strength_chart', 'write_results']
+__all__ = ['ConfigError', 'load_config', 'experiment_games', 'run_experiment', 'protocol_table', 'write_results']
 
 # %% ../nbs/08_experiment.ipynb #761ec3f6
 class ConfigError(ValueError):
@@ -86,14 +87,15 @@ def _make_protocol(name: str, run: dict, ps: dict):
     return get_protocol(name, **{**kw, **{k: v for k, v in ps.items() if k not in ("items", "tasks")}})
 
 # %% ../nbs/08_experiment.ipynb #b919297d
-def run_experiment(cfg: dict, # from `load_config`
-                   mode: str = "replay", # "replay", "live" or "record"
-                   cache_dir: str|Path|None = None, # call and coalition caches (default: under `home_dir()`)
-                   progress: bool = True, # progress bars
-                  ) -> dict: # outcomes, values, correlations, summary (DataFrames), seconds, calls
-    "Evaluate every coalition game of the config and attribute."
+def experiment_games(cfg: dict, # from `load_config`
+                     mode: str = "replay", # "replay", "live" or "record"
+                     cache_dir: str|Path|None = None, # call and coalition caches (default: under `home_dir()`)
+                     progress: bool = True, # progress bars
+                    ) -> tuple: # (client, [CoalitionGame per protocol × task])
+    "The client and the coalition games of a config, validated, before any model call."
     r = cfg["run"]
     rec = r["recording"] and (_root()/r["recording"])
+    if mode not in ("replay", "live", "record"): raise ConfigError(f"mode must be replay, live or record, not {mode!r}")
     if mode == "replay" and not (rec and rec.exists()):
         raise ConfigError(f"replay needs a recording; {rec} does not exist (run with --live or --record)")
     tasks = [load_task(t["name"], split=t.get("split", "all"), limit=t.get("limit"), seed=t.get("seed", 0)) for t in cfg["tasks"]]
@@ -104,21 +106,35 @@ def run_experiment(cfg: dict, # from `load_config`
     client = ModelClient(cfg["specs"], cache_dir=base/"calls", recording=rec, mode=mode)
     client.check()
     players = [s.name for s in cfg["specs"]]
-    t0 = time.perf_counter()
-    outcomes, settings, games = [], {}, []
+    games = []
     for proto in protos:
         cap, only = pparams.get(proto.name, {}).get("items"), pparams.get(proto.name, {}).get("tasks")
         for task in tasks:
             if only and task.name not in only: continue
             t = Task(task.name, task.kind, task.items[:cap], task.source) if cap else task
-            game = CoalitionGame(client, proto, t, players, seed=r["seed"], empty_value=r["empty_value"],
-                                 cache_dir=base/"coalitions", progress=progress)
-            out = game.evaluate()
-            outcomes.append(out)
-            iv = game.item_values(out)
-            settings[(r["name"], proto.name, proto.family, task.name)] = values_table(
-                iv, players, n_boot=r["n_boot"], level=r["level"], seed=r["seed"])
-            games.append((proto, task.name, iv, out))
+            games.append(CoalitionGame(client, proto, t, players, seed=r["seed"], empty_value=r["empty_value"],
+                                       cache_dir=base/"coalitions", progress=progress))
+    return client, games
+
+def run_experiment(cfg: dict, # from `load_config`
+                   mode: str = "replay", # "replay", "live" or "record"
+                   cache_dir: str|Path|None = None, # call and coalition caches (default: under `home_dir()`)
+                   progress: bool = True, # progress bars
+                  ) -> dict: # outcomes, values, correlations, summary (DataFrames), seconds, calls
+    "Evaluate every coalition game of the config and attribute."
+    r = cfg["run"]
+    client, all_games = experiment_games(cfg, mode, cache_dir, progress)
+    players = [s.name for s in cfg["specs"]]
+    t0 = time.perf_counter()
+    outcomes, settings, games = [], {}, []
+    for game in all_games:
+        proto, task = game.protocol, game.task
+        out = game.evaluate()
+        outcomes.append(out)
+        iv = game.item_values(out)
+        settings[(r["name"], proto.name, proto.family, task.name)] = values_table(
+            iv, players, n_boot=r["n_boot"], level=r["level"], seed=r["seed"])
+        games.append((proto, task.name, iv, out))
     def _plain(k, t):  # the per-item tables ride in .attrs; the record keeps the values only
         t = t.assign(protocol=k[1], family=k[2], task=k[3]).reset_index(); t.attrs = {}; return t
     values = pd.concat([_plain(k, t) for k, t in settings.items()])
@@ -126,7 +142,7 @@ def run_experiment(cfg: dict, # from `load_config`
     values = values[first + [c for c in values.columns if c not in first]]
     corr = correlations_table(settings, n_boot=r["n_boot"], level=r["level"], seed=r["seed"])
     u = client.usage()
-    bounds = [p.name for p in protos if p.upper_bound]
+    bounds = sorted({g.protocol.name for g in all_games if g.protocol.upper_bound})
     return dict(outcomes=pd.concat(outcomes, ignore_index=True), values=values.reset_index(drop=True),
                 correlations=corr, summary=summarize(corr, exclude=bounds),
                 protocols=protocol_table(games, values, players), seconds=time.perf_counter() - t0,
@@ -157,27 +173,14 @@ def protocol_table(games: list, # (protocol, task name, item values, outcomes) p
     return pd.DataFrame(rows)
 
 # %% ../nbs/08_experiment.ipynb #e21fa200
-def strength_chart(values: pd.DataFrame, corr: pd.DataFrame) -> alt.Chart:
-    "Individual strength vs Shapley value per setting, with 95% CIs."
-    charts = []
-    for (proto, task), v in values.groupby(["protocol", "task"], sort=False):
-        c = corr[(corr.protocol == proto) & (corr.task == task) & (corr.x == "individual") & (corr.y == "shapley")].iloc[0]
-        base = alt.Chart(v).encode(x=alt.X("individual:Q", title="individual strength v({i}) − v(∅)",
-                                           scale=alt.Scale(padding=12)))
-        pts = base.mark_point(filled=True, size=80).encode(
-            y=alt.Y("shapley:Q", title="Shapley value", scale=alt.Scale(padding=12)), color="model:N",
-            tooltip=["model", alt.Tooltip("individual:Q", format=".3f"), alt.Tooltip("shapley:Q", format=".3f"),
-                     alt.Tooltip("loo:Q", format=".3f")])
-        bars = base.mark_rule().encode(y="shapley_ci_low:Q", y2="shapley_ci_high:Q", color="model:N")
-        charts.append((bars + pts).properties(width=280, height=220,
-                      title=f"{proto} × {task}: Spearman ρ = {c.spearman:.2f}"))
-    return alt.hconcat(*charts)
-
 def write_results(res: dict, out: str|Path) -> Path:
     "Write the results record and `report.html` into `out`."
     out = Path(out); out.mkdir(parents=True, exist_ok=True)
     for k in ("outcomes", "values", "correlations", "summary", "protocols"): res[k].to_csv(out/f"{k}.csv", index=False)
-    chart = strength_chart(res["values"], res["correlations"])
+    v = res["values"]
+    chart = alt.vconcat(correlation_heatmap(res["correlations"]),
+                        strength_scatter(v[~v.protocol.isin(res["protocols"].loc[res["protocols"].upper_bound, "protocol"])],
+                                         res["correlations"]))
     cols = ["protocol", "task", "model", "individual", "shapley", "shapley_ci_low", "shapley_ci_high", "loo", "banzhaf"]
     html = chart.to_html(inline=True)
     tables = (f"<h1>compstrength report</h1><p>{res['requests']} requests, {res['model_calls']} model calls, "

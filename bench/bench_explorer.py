@@ -1,0 +1,88 @@
+"""Time from a widget change to an updated chart in the explorer, on cached results (issue 5).
+
+The explorer runs over the default experiment, replayed from the recording of the embedded pool.
+Each step sets one control's `.value` (protocol, task, estimator, budget, pool members) the way
+a user's click does, and the time is measured until the chart widget holds the new Vega-Lite spec
+(`Explorer.refresh`: lookup, values with bootstrap CIs, rank correlation, the chart tables and
+the four charts). Steps are first visits (nothing memoised) unless marked "revisit".
+
+Side by side, the path a user without the explorer takes for the same selection: rerun the one
+setting with `run_experiment` (replay, warm caches: no model call) and rebuild the same four
+charts from its record.
+The browser's own drawing time is measured by `tests/test_notebook_e2e.py` (printed there).
+
+Usage: .venv/bin/python bench/bench_explorer.py [--repeat 3]
+"""
+import argparse, os, tempfile, time, statistics
+from pathlib import Path
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+import pandas as pd
+
+import altair as alt
+from compstrength.analysis import coalition_table, contribution_table, interaction_table
+from compstrength.charts import coalition_lattice, contribution_chart, interaction_heatmap, strength_scatter
+from compstrength.experiment import load_config, run_experiment
+from compstrength.widgets import explore
+
+STEPS = [("protocol", "cascade"), ("task", "arithmetic"), ("estimator", "loo"), ("estimator", "banzhaf"),
+         ("estimator", "permutation"), ("budget", 128), ("estimator", "kernel"), ("estimator", "shapley"),
+         ("members", ("gemma3-270m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b")), ("protocol", "moa"),
+         ("protocol", "weighted_vote"), ("task", "gsm8k"), ("protocol", "trained_router"), ("protocol", "logit_fusion"),
+         ("members", ("smollm2-135m", "gemma3-270m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b")), ("protocol", "cascade")]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeat", type=int, default=3, help="passes over the steps (fresh explorer each pass)")
+    a = ap.parse_args()
+    cfg = load_config()
+    cache = tempfile.mkdtemp()
+    res = run_experiment(cfg, cache_dir=cache, progress=False)
+    rows = []
+    for rep in range(a.repeat):
+        ex = explore(res, protocol="majority_vote")
+        seen = {ex.selection}
+        for name, value in STEPS:
+            w = getattr(ex, name)
+            t0 = time.perf_counter()
+            w.value = value
+            dt = time.perf_counter() - t0
+            assert "updated in" in ex.status.value and "all cached" in ex.status.value, ex.status.value
+            revisit = ex.selection in seen
+            seen.add(ex.selection)
+            rows.append(dict(rep=rep, change=f"{name} = {value if name != 'members' else len(value)}",
+                             revisit=revisit, explorer_s=dt))
+    df = pd.DataFrame(rows)
+    # the path without the explorer: rerun the one setting from warm caches, rebuild the chart
+    base = []
+    for proto, task in [("cascade", "arithmetic"), ("moa", "gsm8k"), ("logit_fusion", "gsm8k"), ("majority_vote", "gsm8k")]:
+        c = dict(cfg, run=dict(cfg["run"], protocols=[proto]), tasks=[t for t in cfg["tasks"] if t["name"] == task],
+                 protocols={k: v for k, v in cfg.get("protocols", {}).items() if k == proto})
+        for _ in range(a.repeat):
+            t0 = time.perf_counter()
+            r = run_experiment(c, cache_dir=cache, progress=False)
+            o = r["outcomes"]
+            alt.vconcat(alt.hconcat(strength_scatter(r["values"], r["correlations"]), coalition_lattice(coalition_table(o))),
+                        alt.hconcat(interaction_heatmap(interaction_table(o)), contribution_chart(contribution_table(o)))).to_dict()
+            base.append(time.perf_counter() - t0)
+    first = df[~df.revisit].explorer_s
+    print(f"## Explorer: widget change -> updated chart, on cached results ({a.repeat} passes x {len(STEPS)} changes)\n")
+    per = df.groupby("change", sort=False).explorer_s.median().mul(1000).round(1).rename("median ms").to_frame()
+    print(per.to_string())
+    print()
+    med_first, med_rev = statistics.median(first), statistics.median(df[df.revisit].explorer_s) if df.revisit.any() else float("nan")
+    med_base = statistics.median(base)
+    out = pd.DataFrame([
+        dict(path="explorer, first visit of a selection", median_s=round(med_first, 3), p90_s=round(first.quantile(0.9), 3), n=len(first)),
+        dict(path="explorer, revisit (memoised)", median_s=round(med_rev, 3),
+             p90_s=round(df[df.revisit].explorer_s.quantile(0.9), 3), n=int(df.revisit.sum())),
+        dict(path="without it: run_experiment on the setting (warm cache) + the same charts", median_s=round(med_base, 3),
+             p90_s=round(pd.Series(base).quantile(0.9), 3), n=len(base))])
+    print(out.to_string(index=False))
+    print(f"\nratio (rerun path / explorer first visit): {med_base / med_first:.1f}x;  "
+          f"share of first-visit changes under 0.5 s: {(first < 0.5).mean():.0%}")
+
+
+if __name__ == "__main__":
+    main()
