@@ -240,12 +240,15 @@ class ModelClient:
         return self.pool[name]
 
     def check(self, names: Sequence[str]|None = None):
-        "Raise before any call if a member is unknown, or local and down."
+        "Raise before any call if a member is unknown, local and down, or missing its API key variable."
         for n in (names if names is not None else list(self.pool)):
             s = self.spec(n)
             if self.mode != "replay" and s.local and not s.api_base:
                 raise ModelDownError(f"pool member {n!r} is down: start it with `compstrength pool up` "
                                      f"or `with local_pool() as pool: ...`")
+            if self.mode != "replay" and s.api_key_env and not os.environ.get(s.api_key_env):
+                raise ValueError(f"pool member {n!r} reads its API key from the environment variable "
+                                 f"{s.api_key_env}, which is not set: set it before running")
 
     def _sem(self, name):
         loop = asyncio.get_running_loop()
