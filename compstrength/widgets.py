@@ -258,13 +258,14 @@ def _refresh(self: Explorer, *_) -> float|None:
     else: self.table.value = ""
     dt = time.perf_counter() - t0
     rho = r.get("correlation", {}).get("spearman", np.nan) if "values" in r else np.nan
-    head = f"{sel[0]} × {sel[1]}, {len(sel[2])} models, {sel[3]}" + (f" (budget {sel[4]})" if sel[4] else "")
+    head = f"{sel[0]} × {sel[1]}, {len(sel[2])} model{'s' if len(sel[2]) != 1 else ''}, {sel[3]}" + (f" (budget {sel[4]})" if sel[4] else "")
+    rho_txt = f"{rho:.2f}" if not np.isnan(rho) else "undefined (one model)" if len(sel[2]) == 1 else "undefined (a constant strength)"
     if r["missing"]:
         how = ("press Run to compute them " + ("live through the pool" if self.source.mode == "live" else f"({self.source.mode})")
                if self.source.can_run else "these saved results do not have them")
         self.status.value = f"{head}: {r['need'] - r['missing']} of {r['need']} runs cached; {how} · updated in {dt:.2f} s"
     else:
-        self.status.value = f"{head}: Spearman ρ = {rho:.2f} · {r['need']} runs, all cached · updated in {dt:.2f} s"
+        self.status.value = f"{head}: Spearman ρ = {rho_txt} · {r['need']} runs, all cached · updated in {dt:.2f} s"
     return dt
 Explorer.refresh = _refresh
 
