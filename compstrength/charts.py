@@ -156,7 +156,7 @@ def coalition_lattice(coalitions: pd.DataFrame, # from `analysis.coalition_table
     title = "coalition lattice" + (f": {ct.protocol.iloc[0]} × {ct.task.iloc[0]}" if "protocol" in ct else "")
     xs = alt.X("x:Q", title="coalition size |S|", scale=alt.Scale(domain=[-0.5, ct["size"].max() + 0.5]),
                axis=alt.Axis(values=sorted(ct["size"].unique()), format="d"))
-    color = alt.Color("added:N", title="model added", scale=alt.Scale(domain=players))
+    color = alt.Color("added:N", title="model", scale=alt.Scale(domain=players))  # shares the scatter's legend in the explorer
     lines = alt.Chart(e).mark_rule(opacity=0.45, strokeWidth=1.5).encode(
         x=xs, y=alt.Y("y:Q", title="v(S)"), x2="x2:Q", y2="y2:Q", color=color,
         tooltip=["edge:N", "added:N", alt.Tooltip("gain:Q", format="+.3f")]) if len(e) else None
