@@ -9,11 +9,14 @@ the four charts). Steps are first visits (nothing memoised) unless marked "revis
 Side by side, the path a user without the explorer takes for the same selection: rerun the one
 setting with `run_experiment` (replay, warm caches: no model call) and rebuild the same four
 charts from its record.
-The browser's own drawing time is measured by `tests/test_notebook_e2e.py` (printed there).
+With `--browser`, also the time a user sees: the quickstart runs in a real JupyterLab (the
+harness of `tests/test_notebook_e2e.py`), and Playwright switches the explorer's protocol
+through every protocol twice, timing each switch from `select_option` until the new chart's
+title is drawn in the SVG (first pass: first visits; second pass: memoised revisits).
 
-Usage: .venv/bin/python bench/bench_explorer.py [--repeat 3]
+Usage: .venv/bin/python bench/bench_explorer.py [--repeat 3] [--browser]
 """
-import argparse, os, tempfile, time, statistics
+import argparse, os, sys, tempfile, time, statistics
 from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -32,9 +35,43 @@ STEPS = [("protocol", "cascade"), ("task", "arithmetic"), ("estimator", "loo"), 
          ("members", ("smollm2-135m", "gemma3-270m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b")), ("protocol", "cascade")]
 
 
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def browser_bench() -> pd.DataFrame:
+    "Protocol switches in the explorer of the quickstart, in JupyterLab in headless Chromium."
+    sys.path.insert(0, str(ROOT/"tests"))
+    import test_notebook_e2e as e2e
+    from playwright.sync_api import sync_playwright
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp, e2e.lab_server(e2e.NOTEBOOK, Path(tmp)) as (base, token, nbname):
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=e2e.CHROMIUM, headless=True)
+            try:
+                page, console = browser.new_page(viewport={"width": 1600, "height": 1500}), []
+                e2e.open_and_run(page, console, base, token, nbname)
+                sel = page.locator(e2e.PROTOCOL).first
+                options = sel.evaluate("s => [...s.options].map(o => o.value)")
+                current = sel.evaluate("s => s.value")
+                page.wait_for_function("([sel, cur]) => [...(document.querySelector(sel)?.querySelectorAll('.role-title-text text, .role-title text') ?? [])].some(t => t.textContent.startsWith(cur + ' ×'))",
+                                       arg=[e2e.CHART_SVG, current], timeout=60_000)
+                order = [o for o in options if o != current] + [current]
+                for rep in range(2):
+                    for new in order:
+                        t0 = time.perf_counter()
+                        sel.select_option(value=new)
+                        page.wait_for_function("([sel, nw]) => [...(document.querySelector(sel)?.querySelectorAll('.role-title-text text, .role-title text') ?? [])].some(t => t.textContent.startsWith(nw + ' ×'))",
+                                               arg=[e2e.CHART_SVG, new], timeout=60_000, polling="raf")
+                        rows.append(dict(revisit=rep == 1, protocol=new, browser_s=time.perf_counter() - t0))
+            finally:
+                browser.close()
+    return pd.DataFrame(rows)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=3, help="passes over the steps (fresh explorer each pass)")
+    ap.add_argument("--browser", action="store_true", help="also time protocol switches in JupyterLab in headless Chromium")
     a = ap.parse_args()
     cfg = load_config()
     cache = tempfile.mkdtemp()
@@ -80,8 +117,13 @@ def main():
         dict(path="without it: run_experiment on the setting (warm cache) + the same charts", median_s=round(med_base, 3),
              p90_s=round(pd.Series(base).quantile(0.9), 3), n=len(base))])
     print(out.to_string(index=False))
-    print(f"\nratio (rerun path / explorer first visit): {med_base / med_first:.1f}x;  "
+    print(f"\nratio (rerun path / explorer first visit): {med_base / med_first:.2f}x;  "
           f"share of first-visit changes under 0.5 s: {(first < 0.5).mean():.0%}")
+    if a.browser:
+        b = browser_bench()
+        print("\n## In the browser: protocol switch -> new chart drawn (JupyterLab, headless Chromium)\n")
+        print(b.groupby("revisit").browser_s.agg(median="median", p90=lambda s: s.quantile(0.9), max="max", n="count")
+              .round(3).rename(index={False: "first visit", True: "revisit (memoised)"}).to_string())
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ changed. Screenshots and the server log are kept in `test-artifacts/` at the rep
 Run: `.venv/bin/python -m pytest -q -s tests/test_notebook_e2e.py`
 (`COMPSTRENGTH_E2E_NOTEBOOK=/path/to/other.ipynb` runs the same checks against another notebook.)
 """
-import json, os, re, secrets, signal, socket, subprocess, sys, time, tomllib
+import contextlib, json, os, re, secrets, signal, socket, subprocess, sys, time, tomllib
 from pathlib import Path
 
 import httpx
@@ -68,15 +68,12 @@ def _user_settings(d: Path):
         (d/rel).write_text(json.dumps(val))
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    "A JupyterLab server on 127.0.0.1 whose root_dir holds a copy of the notebook; yields (base_url, token, notebook name)."
+@contextlib.contextmanager
+def lab_server(nb: Path, tmp: Path):
+    "A JupyterLab server on 127.0.0.1 whose root_dir (under `tmp`) holds a copy of `nb`; yields (base_url, token, notebook name)."
     assert Path(CHROMIUM).exists(), f"{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium); the tests never download a browser"
-    nb = Path(os.environ.get("COMPSTRENGTH_E2E_NOTEBOOK", NOTEBOOK))
     assert nb.exists(), f"notebook under test not found: {nb}"
     ARTIFACTS.mkdir(exist_ok=True)
-    (ARTIFACTS/"lab-failure.png").unlink(missing_ok=True)
-    tmp = tmp_path_factory.mktemp("lab")
     root = tmp/"root"; root.mkdir()
     dropped = _copy_notebook(nb, root/nb.name)
     if dropped: print(f"\n[e2e] left out of the run: {len(dropped)} code cells ({', '.join(sorted(set(dropped)))})")
@@ -118,6 +115,14 @@ def lab(tmp_path_factory):
                 try: proc.wait(wait); break
                 except subprocess.TimeoutExpired: pass
         log.close()
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    "A JupyterLab server with a copy of the notebook under test (see `lab_server`)."
+    (ARTIFACTS/"lab-failure.png").unlink(missing_ok=True)
+    with lab_server(Path(os.environ.get("COMPSTRENGTH_E2E_NOTEBOOK", NOTEBOOK)), tmp_path_factory.mktemp("lab")) as x:
+        yield x
 
 
 def _notebook_problems(page, console):
@@ -198,6 +203,21 @@ def _chart(page):
     return page.evaluate(_TITLES_JS, CHART_SVG)
 
 
+def open_and_run(page, console, base, token, nbname) -> float:
+    "Open the notebook, wait for its kernel, Run → Run All Cells, wait for the explorer's chart; seconds taken by the run."
+    from playwright.sync_api import Error as PWError
+    page.goto(f"{base}/lab/tree/{nbname}?token={token}", wait_until="domcontentloaded", timeout=120_000)
+    try: page.wait_for_selector(".jp-NotebookPanel .jp-Notebook .jp-Cell", timeout=120_000)
+    except PWError: _fail(page, console, "the notebook did not open in JupyterLab within 120 s")
+    if not _wait_kernel_idle(page, base, token, nbname): _fail(page, console, "the kernel did not become idle within 120 s")
+    page.locator(".lm-MenuBar-item", has_text=re.compile(r"^Run$")).click()
+    page.locator('.lm-Menu-item[data-command="runmenu:run-all"], .lm-Menu-item[data-command="notebook:run-all-cells"]').first.click()
+    t_run = time.monotonic()
+    if not _wait_run_started(page): _fail(page, console, "Run → Run All Cells did not start executing any cell within 60 s")
+    if err := _wait_run(page): _fail(page, console, err)
+    return time.monotonic() - t_run
+
+
 def test_quickstart_explorer_e2e(lab):
     from playwright.sync_api import sync_playwright, Error as PWError
     base, token, nbname = lab
@@ -209,18 +229,7 @@ def test_quickstart_explorer_e2e(lab):
             console = []
             page.on("pageerror", lambda e: console.append(f"pageerror: {e}"))
             page.on("console", lambda m: console.append(f"console.{m.type}: {m.text}") if m.type == "error" else None)
-            page.goto(f"{base}/lab/tree/{nbname}?token={token}", wait_until="domcontentloaded", timeout=120_000)
-            try: page.wait_for_selector(".jp-NotebookPanel .jp-Notebook .jp-Cell", timeout=120_000)
-            except PWError: _fail(page, console, "the notebook did not open in JupyterLab within 120 s")
-            if not _wait_kernel_idle(page, base, token, nbname): _fail(page, console, "the kernel did not become idle within 120 s")
-
-            # Run → Run All Cells
-            page.locator(".lm-MenuBar-item", has_text=re.compile(r"^Run$")).click()
-            page.locator('.lm-Menu-item[data-command="runmenu:run-all"], .lm-Menu-item[data-command="notebook:run-all-cells"]').first.click()
-            t_run = time.monotonic()
-            if not _wait_run_started(page): _fail(page, console, "Run → Run All Cells did not start executing any cell within 60 s")
-            if err := _wait_run(page): _fail(page, console, err)
-            run_s = time.monotonic() - t_run
+            run_s = open_and_run(page, console, base, token, nbname)
             # a refresh may still be in flight: let the status settle
             try: page.wait_for_function("(sel) => /updated in [0-9.]+ s\\s*$/.test(document.querySelector(sel)?.textContent ?? '')",
                                         arg=STATUS, timeout=UPDATE_TIMEOUT_S*1000, polling=200)
