@@ -265,7 +265,8 @@ def _litellm_kwargs(spec: ModelSpec, f: dict, timeout: float) -> dict:
         key = os.environ.get(spec.api_key_env)
         if not key: raise ModelCallError(f"{spec.name}: environment variable {spec.api_key_env} is not set")
         kw["api_key"] = key
-    elif spec.local: kw["api_key"] = "no-key-local"  # llama.cpp needs none; LiteLLM wants one
+    elif spec.local or spec.api_base:  # llama.cpp, Ollama, a keyless vLLM: LiteLLM wants a key, and must not
+        kw["api_key"] = "no-key-local"  # fall back to OPENAI_API_KEY and send a hosted key to a self-hosted server
     stop = list(f["stop"] or [])
     if spec.prompt_format == "fewshot":
         kw["prompt"] = fewshot_prompt(f["messages"])
