@@ -293,7 +293,7 @@ def _completion_from_response(spec: ModelSpec, resp, latency: float) -> Completi
                       finish_reason=_get(choice, "finish_reason"), logprobs=_norm_logprobs(choice),
                       cost=cost, latency=latency)
 
-# %% ../nbs/00_models.ipynb #c429deeb
+# %% ../nbs/00_models.ipynb #dedec2ef
 async def _call_model(self: ModelClient, spec: ModelSpec, f: dict) -> Completion:
     kw = _litellm_kwargs(spec, f, self.timeout)
     fn = litellm.atext_completion if spec.prompt_format == "fewshot" else litellm.acompletion
@@ -368,7 +368,7 @@ ModelClient._call_model = _call_model
 ModelClient.acomplete = _acomplete
 ModelClient._lookup_or_call = _lookup_or_call
 
-# %% ../nbs/00_models.ipynb #46c5fbf5
+# %% ../nbs/00_models.ipynb #49c39c67
 def load_recording(path: str|Path) -> dict:
     "Key → cached completion, from a JSONL recording."
     out = {}
@@ -395,7 +395,7 @@ def _record(self: ModelClient, key: str, f: dict, c: Completion):
     self._replay[key] = d
 ModelClient._record = _record
 
-# %% ../nbs/00_models.ipynb #614e9d43
+# %% ../nbs/00_models.ipynb #4dae16a8
 async def _amap(self: ModelClient, requests: Sequence[dict], # each: kwargs of `acomplete`
                 return_exceptions: bool = True, # put errors in place instead of raising
                ) -> list:
@@ -434,7 +434,7 @@ def run_sync(coro):
     if "e" in box: raise box["e"]
     return box["v"]
 
-# %% ../nbs/00_models.ipynb #e791f8dc
+# %% ../nbs/00_models.ipynb #c8f44347
 def project_root() -> Path|None:
     "The source checkout this package was installed from (editable install), if any."
     p = Path(__file__).resolve().parent.parent
