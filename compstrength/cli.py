@@ -1,4 +1,4 @@
-"""`compstrength run`, `compstrength protocols`, `compstrength attribute`, `compstrength pool fetch|up|down|status` and `compstrength smoke`
+"""`compstrength run`, `compstrength protocols`, `compstrength attribute`, `compstrength pool fetch|up|down|status`, `compstrength smoke` and `compstrength docs`
 
 Docs: https://compstrength.github.io/compstrength/cli.html.md"""
 
@@ -17,7 +17,7 @@ from .tasks import load_task, prompt_messages, score
 
 # %% auto #0
 __all__ = ['USER_ERRORS', 'smoke_run', 'smoke_summary', 'cmd_pool', 'cmd_smoke', 'cmd_run', 'cmd_protocols', 'cmd_attribute',
-           'main']
+           'cmd_docs', 'main']
 
 # %% ../nbs/09_cli.ipynb #5d70ffed
 def smoke_run(client: ModelClient, # a client over the pool
@@ -150,6 +150,14 @@ def cmd_attribute(a) -> int:
     print(res.round(6).to_string())
     return 0
 
+def cmd_docs(a) -> int:
+    from compstrength.docs import DocsError, build_docs
+    try: build_docs(a.nbs, a.out, renderer=a.renderer, n_workers=a.workers)
+    except DocsError as e:  # a failing cell (named) or no Quarto for --renderer quarto
+        print(f"compstrength: error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
 # %% ../nbs/09_cli.ipynb #da1eacc4
 from .models import UnknownModelError, ModelDownError, ReplayMissError
 from .local import ChecksumError
@@ -184,10 +192,17 @@ def main(argv: list[str]|None = None) -> int:
     ps = sub.add_parser("smoke", help="ask every embedded pool member a few items (a quick check)")
     ps.add_argument("--limit", type=int, default=3, help="arithmetic items per member (GSM8K: one fewer)")
     ps.add_argument("--members", nargs="+", choices=list(MEMBERS), help="pool members (default: all four)")
+    pdoc = sub.add_parser("docs", help="render the notebooks into the documentation site")
+    pdoc.add_argument("--out", default="_docs", help="output folder (default: _docs/)")
+    pdoc.add_argument("--renderer", choices=["auto", "quarto", "offline"], default="auto",
+                     help="quarto: nbdev-docs (needs Quarto); offline: execute and render here; auto: quarto if on PATH")
+    pdoc.add_argument("--nbs", default="nbs", help="notebooks folder (default: nbs/)")
+    pdoc.add_argument("--workers", type=int, default=2, help="notebooks executed at a time (default: 2)")
     a = p.parse_args(argv)
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run `finally`/`__exit__`, stop owned servers
-    try: return {"pool": cmd_pool, "run": cmd_run, "protocols": cmd_protocols, "attribute": cmd_attribute, "smoke": cmd_smoke}[a.cmd](a)
+    try: return {"pool": cmd_pool, "run": cmd_run, "protocols": cmd_protocols, "attribute": cmd_attribute, "smoke": cmd_smoke,
+                "docs": cmd_docs}[a.cmd](a)
     except USER_ERRORS as e:  # bad input: a clear message, no traceback
         print(f"compstrength: error: {e}", file=sys.stderr)
         return 2
