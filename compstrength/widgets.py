@@ -180,9 +180,11 @@ class Explorer:
         self._quiet = False
         self.refresh()
 
-    def _ipython_display_(self):
-        from IPython.display import display
-        display(self.widget)
+    def _repr_mimebundle_(self, **kw):
+        "The live widget for Jupyter, and the current chart's spec for renderers without widgets (the docs site)."
+        b = self.widget._repr_mimebundle_(**kw) or {}
+        if self.chart.spec: b[f"application/vnd.vegalite.{alt.SCHEMA_VERSION.split('.')[0]}+json"] = self.chart.spec
+        return b
 
     def _protocol_changed(self, change):
         tasks = self.source.tasks(change["new"])
