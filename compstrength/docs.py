@@ -222,9 +222,9 @@ def run_notebooks(paths: list, # notebooks, in the order they start
                   skip_flags: list[str] = ("notest", "slow"), # cells with these flags are not run
                   cell_timeout: int | None = None, # seconds per cell
                  ): # yields (path, `execute_nb`'s result) as each notebook ends
-    "Execute notebooks in fresh processes, `n_workers` at a time."
+    "Execute notebooks in fresh processes, `n_workers` at a time (a process that dies without an answer is retried once)."
     from multiprocessing.connection import wait
-    ctx, todo, running = _ctx(), list(paths), {}
+    ctx, todo, running, retried = _ctx(), list(paths), {}, set()
     try:
         while todo or running:
             while todo and len(running) < max(1, n_workers):
@@ -238,6 +238,8 @@ def run_notebooks(paths: list, # notebooks, in the order they start
                 try: res = rd.recv()
                 except EOFError: res = None  # it died without an answer
                 rd.close(); proc.join()
+                if res is None and p not in retried:  # a crash of the process, not an error of the notebook
+                    retried.add(p); todo.insert(0, p); continue
                 if res is None: res = dict(path=str(p), error=f"{Path(p).name}: the process executing it died (exit code {proc.exitcode})")
                 yield p, res
     finally:
