@@ -40,14 +40,18 @@ def page_path(nb: Path, # a notebook
 # %% ../nbs/10_docs.ipynb #51663a90
 _SETUP = 'import altair as alt\nalt.renderers.enable("mimetype")\nfrom nbdev.showdoc import show_doc'
 
+_FLAG = re.compile(r"^\s*#\s*\|\s*([\w-]+)\s*$", re.M)
+
 def _skip_cell(nb, skip_flags):
     "What `nbdev-test` leaves out: flagged cells and `eval: false` ones."
     fm = nb_frontmatter(nb)
     dflt, flags = fm_default_eval(fm), set(skip_flags)
     def _f(cell):
         if cell.cell_type != "code": return True
+        own = {m.group(1) for m in _FLAG.finditer(cell.source)}  # the flags as written, besides nbdev's parse
+        if flags & (set(cell.directives_ or {}) | own): return True
         if getattr(cell, "setup_", False) or getattr(cell, "has_sd", False): return False  # ours: always run
-        return not does_cell_eval(cell, dflt) or bool(flags & set(cell.directives_ or {}))
+        return not does_cell_eval(cell, dflt)
     return _f
 
 def _plain(o):
