@@ -19,8 +19,8 @@ import pandas as pd
 from .analysis import (coalition_table, contribution_table, interaction_table, rank_correlation,
                                    record_players, item_values_of, values_table)
 from .charts import coalition_lattice, contribution_chart, interaction_heatmap, strength_scatter
-from .experiment import ConfigError, experiment_games, load_config
-from .game import OUTCOME_COLUMNS, all_coalitions, coalition_label
+from .experiment import experiment_games, load_config
+from .game import OUTCOME_COLUMNS, all_coalitions
 from .models import run_sync
 
 # %% auto #0
