@@ -16,7 +16,7 @@ from scipy import stats
 
 # %% auto #0
 __all__ = ['enable_offline', 'save_chart', 'strength_scatter', 'correlation_heatmap', 'coalition_lattice', 'interaction_heatmap',
-           'contribution_chart']
+           'contribution_chart', 'training_curves']
 
 # %% ../nbs/07a_charts.ipynb #3789535c
 def enable_offline(renderer: str|None = None, # an Altair renderer name (default: `$COMPSTRENGTH_RENDERER`, else offline `jupyter`)
@@ -215,3 +215,34 @@ def contribution_chart(contributions: pd.DataFrame, # from `analysis.contributio
     ).properties(width=alt.Step(44), height=alt.Step(cell))
     title = "per-item contributions" + (f": {d.protocol.iloc[0]} × {d.task.iloc[0]}" if "protocol" in d else "")
     return alt.hconcat(grand, heat, spacing=4).resolve_scale(color="independent").properties(title=title)
+
+# %% ../nbs/07a_charts.ipynb #19e7df5f
+def training_curves(log: pd.DataFrame, # C-RL log rows: kind, step, reward / mean_individual (train), system / policy_alone / shapley / protocol (eval)
+                    window: int = 5, # rolling mean of the training reward over this many steps
+                    run: str = "run_name", # the column naming each run (falls back to `run`)
+                   ) -> alt.TopLevelMixin:
+    "Training reward per step, and held-out system accuracy, policy accuracy and Shapley value per evaluation, one line per run."
+    for c in ("kind", "step"):
+        if c not in log.columns: raise ValueError(f"the log lacks column {c!r}")
+    run = run if run in log.columns else "run"
+    tr, ev = log[log.kind == "train"].copy(), log[log.kind == "eval"].copy()
+    if not len(tr) and not len(ev): raise ValueError("the log has no train or eval rows")
+    parts = []
+    if len(tr):
+        tr = tr.sort_values([run, "step"])
+        tr["system or own reward"] = tr.groupby(run).reward.transform(lambda s: s.rolling(window, min_periods=1).mean())
+        tr["own correctness"] = tr.groupby(run).mean_individual.transform(lambda s: s.rolling(window, min_periods=1).mean())
+        long = tr.melt(id_vars=[run, "step"], value_vars=["system or own reward", "own correctness"], var_name="series")
+        parts.append(alt.Chart(long).mark_line().encode(
+            x=alt.X("step:Q", title="train step"), y=alt.Y("value:Q", title=f"mean over {window} steps", scale=alt.Scale(domain=[0, 1])),
+            color=alt.Color(f"{run}:N", title="run"), strokeDash=alt.StrokeDash("series:N", title="training signal"),
+            tooltip=[f"{run}:N", "series:N", "step:Q", alt.Tooltip("value:Q", format=".2f")]
+        ).properties(title="training reward", width=260, height=200))
+    if len(ev):
+        long = ev.melt(id_vars=[run, "step", "protocol"], value_vars=["system", "policy_alone", "shapley"], var_name="metric")
+        parts.append(alt.Chart(long).mark_line(point=True).encode(
+            x=alt.X("step:Q", title="train step"), y=alt.Y("value:Q", title=None),
+            color=alt.Color(f"{run}:N", title="run"), strokeDash=alt.StrokeDash("protocol:N", title="evaluated in"),
+            tooltip=[f"{run}:N", "protocol:N", "metric:N", "step:Q", alt.Tooltip("value:Q", format=".3f")]
+        ).properties(width=180, height=200).facet(column=alt.Column("metric:N", title="held-out evaluation")))
+    return alt.hconcat(*parts) if len(parts) > 1 else parts[0]

@@ -17,7 +17,7 @@ from .tasks import load_task, prompt_messages, score
 
 # %% auto #0
 __all__ = ['USER_ERRORS', 'smoke_run', 'smoke_summary', 'cmd_pool', 'cmd_smoke', 'cmd_run', 'cmd_protocols', 'cmd_attribute',
-           'cmd_docs', 'main']
+           'cmd_docs', 'cmd_serve_trainer', 'main']
 
 # %% ../nbs/09_cli.ipynb #5d70ffed
 def smoke_run(client: ModelClient, # a client over the pool
@@ -158,6 +158,12 @@ def cmd_docs(a) -> int:
         return 1
     return 0
 
+def cmd_serve_trainer(a) -> int:
+    from compstrength.service import serve
+    serve(a.state_dir, host=a.host, port=a.port, base=a.base, backend=a.backend, vllm_url=a.vllm_url,
+          lora_r=a.lora_r, device=a.device)
+    return 0
+
 # %% ../nbs/09_cli.ipynb #da1eacc4
 from .models import UnknownModelError, ModelDownError, ReplayMissError
 from .local import ChecksumError
@@ -198,11 +204,21 @@ def main(argv: list[str]|None = None) -> int:
                      help="quarto: nbdev-docs (needs Quarto); offline: execute and render here; auto: quarto if on PATH")
     pdoc.add_argument("--nbs", default="nbs", help="notebooks folder (default: nbs/)")
     pdoc.add_argument("--workers", type=int, default=2, help="notebooks executed at a time (default: 2)")
+    pt = sub.add_parser("serve-trainer", help="the C-RL training service (FastAPI): samples from and trains a policy")
+    pt.add_argument("--state-dir", default=None, help="versions, checkpoints and the token file (default: ~/.cache/compstrength/trainer)")
+    pt.add_argument("--host", default="127.0.0.1", help="bind address (default: 127.0.0.1)")
+    pt.add_argument("--port", type=int, default=8011)
+    pt.add_argument("--base", default="smollm2-135m", help="base model: an embedded member (from its GGUF) or a Hugging Face folder")
+    pt.add_argument("--backend", choices=["transformers", "vllm"], default="transformers",
+                    help="transformers: sample and train here (CPU or GPU); vllm: train here, sample on --vllm-url")
+    pt.add_argument("--vllm-url", default=None, help="the vLLM server (`vllm serve BASE --enable-lora`), vllm backend")
+    pt.add_argument("--lora-r", type=int, default=8, help="LoRA rank")
+    pt.add_argument("--device", default="auto", help="cuda, cpu or auto")
     a = p.parse_args(argv)
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run `finally`/`__exit__`, stop owned servers
     try: return {"pool": cmd_pool, "run": cmd_run, "protocols": cmd_protocols, "attribute": cmd_attribute, "smoke": cmd_smoke,
-                "docs": cmd_docs}[a.cmd](a)
+                "docs": cmd_docs, "serve-trainer": cmd_serve_trainer}[a.cmd](a)
     except USER_ERRORS as e:  # bad input: a clear message, no traceback
         print(f"compstrength: error: {e}", file=sys.stderr)
         return 2

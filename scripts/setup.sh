@@ -32,6 +32,6 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -U pip wheel
 echo "== installing compstrength with the local pool and dev tools (first time: llama.cpp compiles, ~9 min)"
-CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[local,dev,embed]"
+CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[local,dev,embed,train]"
 echo "== fetching and verifying the embedded pool's models"
 .venv/bin/compstrength pool fetch
