@@ -57,11 +57,12 @@ def main():
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--prompts", type=int, default=2, help="prompts per step")
     ap.add_argument("--group", type=int, default=4, help="G samples per prompt")
-    ap.add_argument("--max-tokens", type=int, default=64, help="policy sample length")
+    ap.add_argument("--max-tokens", type=int, default=96, help="policy sample length")
     ap.add_argument("--n-train", type=int, default=12)
     ap.add_argument("--n-eval", type=int, default=12)
     ap.add_argument("--lr", type=float, default=2e-4)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--difficulty", type=int, nargs="+", default=[1], help="arithmetic levels to train and evaluate on (1-5)")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--runs", nargs="+", default=["crl:majority_vote", "crl:weighted_vote", "individual"])
     ap.add_argument("--out", default="bench/results/crl", help="table, log and chart")
@@ -69,7 +70,7 @@ def main():
     a = ap.parse_args()
     out = Path(a.out); out.mkdir(parents=True, exist_ok=True)
     partners = ("gemma3-270m", "qwen2.5-coder-0.5b")
-    proto_params = dict(max_tokens=256, n_dev=4)
+    proto_params = dict(max_tokens=320, n_dev=12)  # the defaults: partner answers are shared with the default experiment's call cache
     evals = ("majority_vote", "weighted_vote")
     t_all = time.time()
     logs = []
@@ -82,7 +83,7 @@ def main():
                             reward="system" if kind == "crl" else "individual", steps=a.steps, prompts_per_step=a.prompts,
                             group_size=a.group, n_train=a.n_train, n_eval=a.n_eval, eval_every=a.steps,
                             eval_protocols=tuple(p for p in evals if p != proto), max_tokens=a.max_tokens,
-                            learning_rate=a.lr, seed=a.seed)
+                            learning_rate=a.lr, seed=a.seed, item_meta={"difficulty": a.difficulty})
             name = f"{kind}-{proto}-seed{a.seed}" if kind == "crl" else f"individual-seed{a.seed}"
             rdir = Path(a.work or home_dir()/"bench_crl")/name
             rdir.mkdir(parents=True, exist_ok=True)
@@ -124,7 +125,7 @@ def summarize(log, a, partners, out, seconds):
     table = pd.DataFrame(rows)
     head = (f"## C-RL vs individual RL — policy SmolLM2-135M (+LoRA r=8), partners {', '.join(partners)}, arithmetic\n"
             f"seed {a.seed}; {a.steps} steps × {a.prompts} prompts × G={a.group}, samples ≤{a.max_tokens} tokens, lr {a.lr}, "
-            f"train items {a.n_train}, held-out items {a.n_eval} (± = binomial standard error); device {a.device}; "
+            f"arithmetic levels {a.difficulty}: train items {a.n_train}, held-out items {a.n_eval} (± = binomial standard error); device {a.device}; "
             f"total {seconds:.0f} s\n")
     print(head); print(table.to_string(index=False))
     (out/"table.txt").write_text(head + "\n" + table.to_string(index=False) + "\n")

@@ -153,11 +153,11 @@ class TrainerClient:
         return h.get("sampling_api_base") or f"{self.url}/v1"
 
     def spec(self, name: str, health: dict) -> ModelSpec:
-        "The policy's current version as a pool member (`ModelSpec`), keyed in caches by service and version."
+        "The policy's current version as a pool member (`ModelSpec`), keyed in caches by its weights' digest (equal weights share cached answers)."
         env = f"COMPSTRENGTH_TRAINER_TOKEN_{health['service_id']}"  # the client reads keys from the environment; this process only
         os.environ[env] = self._token
         return ModelSpec(name, f"openai/{health['model_name_for_sampling']}", api_base=self.sampling_base(health), max_concurrency=1,
-                         api_key_env=env, family="policy", identity=f"trainer/{health['service_id']}/{health['model_name_for_sampling']}")
+                         api_key_env=env, family="policy", identity=f"trainer/{health['base_model']}/{health['policy_digest'][:32]}")
 
     async def sample(self, health: dict, # the service state the samples come from
                      messages: list[dict], n: int, # chat messages, samples
@@ -194,6 +194,7 @@ class CRLConfig:
     steps: int = 30 # train steps
     prompts_per_step: int = 2 # prompts (groups) per step
     group_size: int = 4 # G samples per prompt
+    item_meta: dict = field(default_factory=dict) # keep only items whose meta[k] is one of the listed values, e.g. {"difficulty": [1]}
     n_train: int = 12 # training items (from the test split, disjoint from the evaluation items)
     n_eval: int = 16 # held-out evaluation items
     eval_every: int = 10 # evaluate every k steps (and before the first and after the last)
@@ -220,8 +221,9 @@ class CRLConfig:
         if self.policy in self.partners: raise ValueError(f"the policy {self.policy!r} cannot also be a partner")
         if pool is not None:
             for p in self.partners: pool.spec(p)
-        task = load_task(self.task, split="test")
-        if len(task) < self.n_train + self.n_eval: raise ValueError(f"{self.task} has {len(task)} test-split items, fewer than n_train + n_eval")
+        task = _filtered(self)
+        if len(task) < self.n_train + self.n_eval:
+            raise ValueError(f"{self.task} has {len(task)} test-split items{' matching ' + str(self.item_meta) if self.item_meta else ''}, fewer than n_train + n_eval")
         for name in self.protocols:
             get_protocol(name, **self.protocol_params).validate(self.coalition, task)
         return self
@@ -232,9 +234,14 @@ class CRLConfig:
     def protocols(self) -> tuple: return tuple(dict.fromkeys((self.protocol, *self.eval_protocols)))
     def digest(self) -> str: return hashlib.sha256(json.dumps(asdict(self), sort_keys=True, default=list).encode()).hexdigest()[:16]
 
+def _filtered(cfg: CRLConfig) -> Task:
+    t = load_task(cfg.task, split="test")
+    keep = [it for it in t if all(it.meta.get(k) in list(v) for k, v in cfg.item_meta.items())]
+    return Task(t.name, t.kind, keep, t.source)
+
 def train_eval_items(cfg: CRLConfig) -> tuple[Task, Task]:
     "Disjoint training and held-out evaluation items, both from the task's test split (dev stays for calibration)."
-    t = load_task(cfg.task, split="test")
+    t = _filtered(cfg)
     order = np.random.default_rng(cfg.seed).permutation(len(t))
     ev, tr = sorted(order[:cfg.n_eval]), sorted(order[cfg.n_eval:cfg.n_eval + cfg.n_train])
     return Task(t.name, t.kind, [t[k] for k in tr], t.source), Task(t.name, t.kind, [t[k] for k in ev], t.source)
@@ -270,7 +277,7 @@ class CRLRun:
     def _meta(self, health: dict):
         f = self.dir/"meta.json"
         meta = dict(config=asdict(self.cfg), digest=self.cfg.digest(), service_id=health["service_id"],
-                    base_model=health["base_model"], start_version=health["policy_version"])
+                    base_model=health["base_model"], start_version=health["policy_version"], start_digest=health["policy_digest"])
         if not f.exists(): f.write_text(json.dumps(meta, indent=1, default=list)); return meta
         old = json.loads(f.read_text())
         if old["digest"] != meta["digest"]: raise ValueError(f"{self.dir} holds a run with another config; use a new run_dir")
@@ -283,6 +290,10 @@ class CRLRun:
     def _pool_at(self, health: dict) -> ModelClient:
         self.pool.pool[self.cfg.policy] = self.trainer.spec(self.cfg.policy, health)
         return self.pool
+
+    def sample_seed(self, step: int, k: int) -> int:
+        "The sampling seed of prompt `k` of `step` (a resent step samples the same outputs)."
+        return self.cfg.seed * 1_000_003 + step * 101 + k
 
     def _items_for(self, step: int) -> list[Item]:
         n, P = len(self.train_items), self.cfg.prompts_per_step
@@ -297,8 +308,7 @@ class CRLRun:
         groups, sys_r, ind_r = [], [], []
         for k, item in enumerate(self._items_for(step)):
             msgs = prompt_messages(task, item)
-            texts = await self.trainer.sample(health, msgs, cfg.group_size, cfg.max_tokens, cfg.temperature,
-                                              seed=cfg.seed * 1_000_003 + step * 101 + k)
+            texts = await self.trainer.sample(health, msgs, cfg.group_size, cfg.max_tokens, cfg.temperature, seed=self.sample_seed(step, k))
             ind = [individual_reward(task, item, t) for t in texts]
             if cfg.reward == "system":
                 res = await asyncio.gather(*(system_reward(proto, pool, task, item, cfg.coalition, cfg.policy, t) for t in texts))
@@ -317,7 +327,7 @@ class CRLRun:
         if getattr(self, "_proto", None) is None:
             p = get_protocol(cfg.protocol, **cfg.protocol_params)
             if p.uses_dev:  # the policy's dev answers at the run's starting version (from the call cache on a resume)
-                h0 = {**health, "policy_version": self._start, "model_name_for_sampling": f"policy-v{self._start}"}
+                h0 = {**health, "policy_version": self._start, "model_name_for_sampling": f"policy-v{self._start}", "policy_digest": self._start_digest}
                 await p.dev_stats(self._pool_at(h0), self.train_items, cfg.policy)
             self._proto = p
         return self._proto
@@ -357,7 +367,7 @@ class CRLRun:
         cfg, total = self.cfg, min(steps or self.cfg.steps, self.cfg.steps)
         health = self.trainer.health()
         meta = self._meta(health)
-        self._start = meta["start_version"]
+        self._start, self._start_digest = meta["start_version"], meta["start_digest"]
         rows = self.rows()
         done = [r for r in rows if r["kind"] == "train"]
         evald = {(r["step"], r["protocol"]) for r in rows if r["kind"] == "eval"}

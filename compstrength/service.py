@@ -263,6 +263,13 @@ class Policy:
         from peft import get_peft_model_state_dict
         return {k: v.detach().cpu().clone() for k, v in get_peft_model_state_dict(self.model).items()}
 
+    def digest(self) -> str:
+        "sha256 of the adapter's weights: what a cached answer of this policy is keyed by (equal weights, equal key)."
+        h = hashlib.sha256(self.base.encode())
+        for k, v in sorted(self.adapter_state().items()):
+            h.update(k.encode()); h.update(v.to(dtype=__import__("torch").float32).numpy().tobytes())
+        return h.hexdigest()
+
     def save(self, folder: Path):
         "Save the adapter and the optimizer state."
         import torch
@@ -304,6 +311,7 @@ class TrainerState:
             self.version, self.step_n, self.answers = 0, 0, {}
             self._commit()
         self.lock = threading.Lock()
+        self.digest = self.policy.digest()
         if backend == "vllm": self._vllm_load(self.dir/"versions"/f"v{self.version:06d}")
 
     def _commit(self):
@@ -330,7 +338,7 @@ class TrainerState:
             httpx.post(f"{self.vllm_url}/v1/unload_lora_adapter", json=dict(lora_name=model_name(self.version - 1)), timeout=60)
 
     def health(self) -> dict:
-        return dict(status="ok", service_id=self.service_id, base_model=self.base, policy_version=self.version, step=self.step_n, backend=self.backend,
+        return dict(status="ok", service_id=self.service_id, base_model=self.base, policy_version=self.version, policy_digest=self.digest, step=self.step_n, backend=self.backend,
                     model_name_for_sampling=model_name(self.version), device=str(self.policy.device),
                     sampling_api_base=f"{self.vllm_url}/v1" if self.backend == "vllm" else None)
 
@@ -350,6 +358,7 @@ class TrainerState:
             resp = dict(step=self.step_n, policy_version=self.version, model_name_for_sampling=model_name(self.version), metrics=metrics)
             self.answers[req.idempotency_key] = dict(digest=req.digest(), response=resp)
             self._commit()
+            self.digest = self.policy.digest()
             if self.backend == "vllm": self._vllm_load(self.dir/"versions"/f"v{self.version:06d}")
             return {**resp, "replayed": False}
 
