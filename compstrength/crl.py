@@ -6,7 +6,7 @@ Docs: https://compstrength.github.io/compstrength/crl.html.md"""
 
 # %% ../nbs/12_crl.ipynb #fcbc4f9b
 from __future__ import annotations
-import asyncio, hashlib, json, math, os, time
+import asyncio, copy, hashlib, json, math, os, time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -15,11 +15,12 @@ import numpy as np
 import pandas as pd
 
 from .models import Completion, ModelCallError, ModelClient, ModelSpec, run_sync
-from .protocols import Outcome, Protocol, ProtocolError, get_protocol
+from .protocols import Outcome, Protocol, get_protocol
+from .service import TOKEN_ENV  # one name for the token variable, shared with the service
 from .tasks import Item, Task, load_task, prompt_messages, score
 
 # %% auto #0
-__all__ = ['SCALES', 'TOKEN_ENV', 'group_advantages', 'RewardError', 'SeatClient', 'individual_reward', 'system_reward',
+__all__ = ['SCALES', 'group_advantages', 'RewardError', 'EvaluationError', 'SeatClient', 'individual_reward', 'system_reward',
            'TrainerError', 'TrainerUnavailable', 'TrainerAuthError', 'StalePolicyError', 'TrainerRequestError',
            'check_rewards', 'TrainerClient', 'CRLConfig', 'train_eval_items', 'CRLRun']
 
@@ -44,6 +45,9 @@ def group_advantages(rewards, # (prompts × G) rewards; NaN marks a missing samp
 # %% ../nbs/12_crl.ipynb #5353dc64
 class RewardError(RuntimeError):
     "A reward that could not be computed (a failed call, a non-finite value): never scored as 0."
+
+class EvaluationError(RuntimeError):
+    "An evaluation in which a run failed: it has no value, rather than one that counts the failure as a wrong answer."
 
 def _mkey(messages) -> str:
     msgs = [{"role": "user", "content": messages}] if isinstance(messages, str) else messages
@@ -88,8 +92,6 @@ class TrainerAuthError(TrainerError): "The training service refused the bearer t
 class StalePolicyError(TrainerError): "The train step named a policy version that is no longer current (409)."
 class TrainerRequestError(TrainerError): "The training service refused a request (422 or another 4xx)."
 
-TOKEN_ENV = "COMPSTRENGTH_TRAINER_TOKEN"
-
 def check_rewards(groups: list[dict]):
     "Raise `RewardError` for a reward that is not a finite number, before anything is sent."
     for k, g in enumerate(groups):
@@ -108,7 +110,7 @@ class TrainerClient:
                 ):
         import httpx
         self.url = url.rstrip("/")
-        tok = token or os.environ.get(TOKEN_ENV) or (Path(token_file).read_text().strip() if token_file else None)
+        tok = token or os.environ.get(TOKEN_ENV) or (Path(token_file).expanduser().read_text().strip() if token_file else None)
         if not tok: raise TrainerAuthError(f"no token: set ${TOKEN_ENV} or pass token_file= (the service's <state_dir>/token)")
         self._token, self.retries, self.backoff = tok, retries, backoff
         self.http = httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {tok}"}, timeout=timeout)
@@ -288,8 +290,10 @@ class CRLRun:
 
     # --- the pool with the policy's current version
     def _pool_at(self, health: dict) -> ModelClient:
-        self.pool.pool[self.cfg.policy] = self.trainer.spec(self.cfg.policy, health)
-        return self.pool
+        "A view of the caller's client whose policy member is the given version (same caches; the caller's pool is left as it was)."
+        view = copy.copy(self.pool)
+        view.pool = {**self.pool.pool, self.cfg.policy: self.trainer.spec(self.cfg.policy, health)}
+        return view
 
     def sample_seed(self, step: int, k: int) -> int:
         "The sampling seed of prompt `k` of `step` (a resent step samples the same outputs)."
@@ -348,7 +352,7 @@ class CRLRun:
             game = CoalitionGame(pool, proto, self.eval_items, players=list(self.cfg.coalition), cache_dir=self.cc, progress=self.progress)
             oc = game.evaluate()
             if oc.error.notna().any():
-                raise RewardError(f"evaluation in {name}: {int(oc.error.notna().sum())} runs failed, e.g. {oc.error.dropna().iloc[0]}")
+                raise EvaluationError(f"evaluation in {name}: {int(oc.error.notna().sum())} runs failed, e.g. {oc.error.dropna().iloc[0]}")
             v = game.values(oc)
             players = list(self.cfg.coalition)
             sh, loo = attribute(v, players, "shapley"), attribute(v, players, "loo")

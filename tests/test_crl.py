@@ -32,93 +32,92 @@ def cfg(**kw):
     return CRLConfig(**{**base, **kw})
 
 
+@pytest.fixture
+def live(tmp_path, partners):
+    "A fresh training service (real subprocess) and a client of the partners, with per-test caches."
+    s = Service(tmp_path/"state", tmp_path/"svc.log").start()
+    try:
+        yield s, TrainerClient(s.url, token=TOKEN), ModelClient(partners.specs(), cache_dir=tmp_path/"calls")
+    finally:
+        s.kill(signal.SIGTERM)
+
+
 def adapter(state_dir: Path, version: int) -> dict:
     return load_file(state_dir/"versions"/f"v{version:06d}"/"adapter_model.safetensors")
 
 
-def test_two_crl_steps(tmp_path, partners):
+def test_two_crl_steps(tmp_path, live):
     "Two C-RL steps in majority vote: a well-formed log, evaluations before and after, and an update exactly when a group had signal."
-    s = Service(tmp_path/"state", tmp_path/"svc.log").start()
-    try:
-        trainer = TrainerClient(s.url, token=TOKEN)
-        pool = ModelClient(partners.specs(), cache_dir=tmp_path/"calls")
-        w0 = adapter(s.dir, 0)  # version folders are pruned to the last two
-        log = CRLRun(cfg(), trainer, pool, tmp_path/"run", progress=False).run()
-        tr = log[log.kind == "train"]
-        assert tr.step.tolist() == [0, 1] and tr.version_after.tolist() == [1, 2]
-        assert tr.reward.between(0, 1).all() and tr.mean_individual.between(0, 1).all() and tr.grad_norm.notna().all()
-        ev = log[log.kind == "eval"]
-        assert ev.step.tolist() == [0, 2]  # before the first step and after the last
-        for _, r in ev.iterrows():  # efficiency: the three Shapley values sum to v(N) − v(∅)
-            assert abs(r.shapley + sum(r[f"shapley_{p}"] for p in PARTNERS) - r.system) < 1e-9
-            assert abs(r.loo - (r.system - r.without_policy)) < 1e-9
-        w2 = adapter(s.dir, 2)
-        changed = any(not torch.equal(w0[k], w2[k]) for k in w0)
-        signal_ = bool((tr.frac_reward_zero_std < 1).any())
-        assert changed == signal_, (changed, tr.frac_reward_zero_std.tolist())  # all-equal groups: zero advantage, no update
-    finally:
-        s.kill(signal.SIGTERM)
+    s, trainer, pool = live
+    members = dict(pool.pool)
+    w0 = adapter(s.dir, 0)  # version folders are pruned to the last two
+    log = CRLRun(cfg(), trainer, pool, tmp_path/"run", progress=False).run()
+    assert pool.pool == members  # the run called the policy through its own view of the client
+    tr = log[log.kind == "train"]
+    assert tr.step.tolist() == [0, 1] and tr.version_after.tolist() == [1, 2]
+    assert tr.reward.between(0, 1).all() and tr.mean_individual.between(0, 1).all() and tr.grad_norm.notna().all()
+    ev = log[log.kind == "eval"]
+    assert ev.step.tolist() == [0, 2]  # before the first step and after the last
+    for _, r in ev.iterrows():  # efficiency: the three Shapley values sum to v(N) − v(∅)
+        assert abs(r.shapley + sum(r[f"shapley_{p}"] for p in PARTNERS) - r.system) < 1e-9
+        assert abs(r.loo - (r.system - r.without_policy)) < 1e-9
+    w2 = adapter(s.dir, 2)
+    changed = any(not torch.equal(w0[k], w2[k]) for k in w0)
+    signal_ = bool((tr.frac_reward_zero_std < 1).any())
+    assert changed == signal_, (changed, tr.frac_reward_zero_std.tolist())  # all-equal groups: zero advantage, no update
 
 
-def test_two_steps_change_weights_and_samples(tmp_path, partners):
+def test_two_steps_change_weights_and_samples(tmp_path, live):
     "A 2-step run whose first group has signal changes the adapter's weights and what the policy samples."
-    s = Service(tmp_path/"state", tmp_path/"svc.log").start()
-    try:
-        trainer = TrainerClient(s.url, token=TOKEN)
-        pool = ModelClient(partners.specs(), cache_dir=tmp_path/"calls")
-        from compstrength.crl import individual_reward
-        for seed in range(12):  # the run's sampling is seeded: find a seed whose first group has mixed rewards
-            c = cfg(reward="individual", seed=seed, group_size=6, max_tokens=96, item_meta={"difficulty": [1]})
-            run = CRLRun(c, trainer, pool, tmp_path/f"run{seed}", progress=False)
-            item = run._items_for(0)[0]
-            probe = dict(model="policy-v0", messages=prompt_messages(run.train_items, item), n=c.group_size,
-                         max_tokens=c.max_tokens, temperature=c.temperature, seed=run.sample_seed(0, 0))
-            before = [ch["message"]["content"] for ch in api(s).post("/v1/chat/completions", json=probe).json()["choices"]]
-            if len({individual_reward(run.train_items, item, t) for t in before}) > 1: break
-        else:
-            pytest.fail("no seed in 0-11 gave a first group with mixed rewards")
-        w0 = adapter(s.dir, 0)
-        log = run.run()
-        tr = log[log.kind == "train"]
-        assert tr.frac_reward_zero_std.iloc[0] < 1 and tr.grad_norm.iloc[0] > 0
-        w2 = adapter(s.dir, 2)
-        assert [k for k in w0 if not torch.equal(w0[k], w2[k])], "two steps changed no adapter weight"
-        after = [ch["message"]["content"] for ch in api(s).post("/v1/chat/completions", json={**probe, "model": "policy-v2"}).json()["choices"]]
-        assert after != before, "the same seeded samples after two steps"
-    finally:
-        s.kill(signal.SIGTERM)
+    from compstrength.crl import individual_reward
+    s, trainer, pool = live
+    for seed in range(12):  # the run's sampling is seeded: find a seed whose first group has mixed rewards
+        c = cfg(reward="individual", seed=seed, group_size=6, max_tokens=96, item_meta={"difficulty": [1]})
+        run = CRLRun(c, trainer, pool, tmp_path/f"run{seed}", progress=False)
+        item = run._items_for(0)[0]
+        probe = dict(model="policy-v0", messages=prompt_messages(run.train_items, item), n=c.group_size,
+                     max_tokens=c.max_tokens, temperature=c.temperature, seed=run.sample_seed(0, 0))
+        before = [ch["message"]["content"] for ch in api(s).post("/v1/chat/completions", json=probe).json()["choices"]]
+        if len({individual_reward(run.train_items, item, t) for t in before}) > 1: break
+    else:
+        pytest.fail("no seed in 0-11 gave a first group with mixed rewards")
+    w0 = adapter(s.dir, 0)
+    log = run.run()
+    tr = log[log.kind == "train"]
+    assert tr.frac_reward_zero_std.iloc[0] < 1 and tr.grad_norm.iloc[0] > 0
+    w2 = adapter(s.dir, 2)
+    assert [k for k in w0 if not torch.equal(w0[k], w2[k])], "two steps changed no adapter weight"
+    after = [ch["message"]["content"] for ch in api(s).post("/v1/chat/completions", json={**probe, "model": "policy-v2"}).json()["choices"]]
+    assert after != before, "the same seeded samples after two steps"
 
 
-def test_client_restart_resumes_without_repeating_or_losing(tmp_path, partners):
-    s = Service(tmp_path/"state", tmp_path/"svc.log").start()
-    try:
-        pool = ModelClient(partners.specs(), cache_dir=tmp_path/"calls")
-        c = cfg(reward="individual", steps=3)
+def test_client_restart_resumes_without_repeating_or_losing(tmp_path, live):
+    "A client that dies after the service applied a step, and a restarted service, resume without repeating or losing a step."
+    s, _, pool = live
+    c = cfg(reward="individual", steps=3)
 
-        class Crash(Exception): pass
-        class Crashing(CRLRun):  # dies after the service applied step 1, before the client logged it
-            def _append(self, row):
-                if row.get("kind") == "train" and row["step"] == 1: raise Crash()
-                super()._append(row)
-        with pytest.raises(Crash):
-            Crashing(c, TrainerClient(s.url, token=TOKEN), pool, tmp_path/"run", progress=False).run()
-        assert (tmp_path/"run"/"pending.json").exists()
-        assert TrainerClient(s.url, token=TOKEN).health()["policy_version"] == 2  # step 1 was applied
+    class Crash(Exception): pass
+    class Crashing(CRLRun):  # dies after the service applied step 1, before the client logged it
+        def _append(self, row):
+            if row.get("kind") == "train" and row["step"] == 1: raise Crash()
+            super()._append(row)
+    with pytest.raises(Crash):
+        Crashing(c, TrainerClient(s.url, token=TOKEN), pool, tmp_path/"run", progress=False).run()
+    assert (tmp_path/"run"/"pending.json").exists()
+    assert TrainerClient(s.url, token=TOKEN).health()["policy_version"] == 2  # step 1 was applied
 
-        s.kill(signal.SIGKILL); s.start()  # and the service restarts too
-        log = CRLRun(c, TrainerClient(s.url, token=TOKEN), pool, tmp_path/"run", progress=False).run()
-        tr = log[log.kind == "train"]
-        assert tr.step.tolist() == [0, 1, 2] and tr.version_after.tolist() == [1, 2, 3]
-        assert tr.replayed.tolist() == [False, True, False]  # step 1 resent, answered from the service's record
-        assert TrainerClient(s.url, token=TOKEN).health()["step"] == 3
-        assert not (tmp_path/"run"/"pending.json").exists()
-        assert TOKEN not in "".join(p.read_text() for p in (tmp_path/"run").glob("*.json*"))
+    s.kill(signal.SIGKILL); s.start()  # and the service restarts too
+    log = CRLRun(c, TrainerClient(s.url, token=TOKEN), pool, tmp_path/"run", progress=False).run()
+    tr = log[log.kind == "train"]
+    assert tr.step.tolist() == [0, 1, 2] and tr.version_after.tolist() == [1, 2, 3]
+    assert tr.replayed.tolist() == [False, True, False]  # step 1 resent, answered from the service's record
+    assert TrainerClient(s.url, token=TOKEN).health()["step"] == 3
+    assert not (tmp_path/"run"/"pending.json").exists()
+    assert TOKEN not in "".join(p.read_text() for p in (tmp_path/"run").glob("*.json*"))
 
-        # another config in the same run folder, or the run on a different service, is refused
-        with pytest.raises(ValueError, match="another config"):
-            CRLRun(cfg(reward="individual", steps=4), TrainerClient(s.url, token=TOKEN), pool, tmp_path/"run", progress=False).run()
-    finally:
-        s.kill(signal.SIGTERM)
+    # another config in the same run folder, or the run on a different service, is refused
+    with pytest.raises(ValueError, match="another config"):
+        CRLRun(cfg(reward="individual", steps=4), TrainerClient(s.url, token=TOKEN), pool, tmp_path/"run", progress=False).run()
     other = Service(tmp_path/"state2", tmp_path/"svc2.log").start()
     try:
         with pytest.raises(TrainerError, match="was trained on service"):
