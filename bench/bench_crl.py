@@ -121,12 +121,14 @@ def summarize(log, a, partners, out, seconds):
                      "train reward first/last third": f"{t.reward.head(k).mean():.2f}/{t.reward.tail(k).mean():.2f}",
                      "own correctness first/last third": f"{t.mean_individual.head(k).mean():.2f}/{t.mean_individual.tail(k).mean():.2f}",
                      "zero-signal groups": round(float(t.frac_reward_zero_std.mean()), 2),
+                     "groups with individual RL's update": (round(float(t.frac_same_as_individual.mean()), 2)
+                                                            if "frac_same_as_individual" in t and t.frac_same_as_individual.notna().all() else "not logged"),
                      "s/step": round(float((t.sample_seconds + t.step_seconds).mean()), 1)})
     table = pd.DataFrame(rows)
     head = (f"## C-RL vs individual RL — policy SmolLM2-135M (+LoRA r=8), partners {', '.join(partners)}, arithmetic\n"
             f"seed {a.seed}; {a.steps} steps × {a.prompts} prompts × G={a.group}, samples ≤{a.max_tokens} tokens, lr {a.lr}, "
             f"arithmetic levels {a.difficulty}: train items {a.n_train}, held-out items {a.n_eval} (± = binomial standard error); device {a.device}; "
-            f"total {seconds:.0f} s\n")
+            f"this invocation {seconds:.0f} s (runs already complete are reloaded from their logs; s/step is the training time)\n")
     print(head); print(table.to_string(index=False))
     (out/"table.txt").write_text(head + "\n" + table.to_string(index=False) + "\n")
     try:

@@ -309,7 +309,7 @@ class CRLRun:
         cfg, task = self.cfg, self.train_items
         proto = await self._protocol(health)
         pool = self._pool_at(health)
-        groups, sys_r, ind_r = [], [], []
+        groups, sys_r, ind_r, own = [], [], [], []
         for k, item in enumerate(self._items_for(step)):
             msgs = prompt_messages(task, item)
             texts = await self.trainer.sample(health, msgs, cfg.group_size, cfg.max_tokens, cfg.temperature, seed=self.sample_seed(step, k))
@@ -318,10 +318,13 @@ class CRLRun:
                 res = await asyncio.gather(*(system_reward(proto, pool, task, item, cfg.coalition, cfg.policy, t) for t in texts))
                 rew = [r for r, _ in res]; sys_r += rew
             else: rew = ind
-            ind_r += ind
+            ind_r += ind; own.append(ind)
             groups.append(dict(prompt=msgs, completions=[dict(text=t) for t in texts], rewards=rew))
+        R = [g["rewards"] for g in groups]
+        same = np.isclose(group_advantages(R, cfg.advantage), group_advantages(own, cfg.advantage)).all(axis=1)
         stats = dict(mean_individual=float(np.mean(ind_r)), mean_system=float(np.mean(sys_r)) if sys_r else None,
-                     items=[it.id for it in self._items_for(step)])
+                     items=[it.id for it in self._items_for(step)], rewards=R, own=own,
+                     frac_same_as_individual=float(same.mean()))
         return groups, stats
 
     async def _protocol(self, health: dict) -> Protocol:
