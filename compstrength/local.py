@@ -297,7 +297,10 @@ def _spec(m: PoolMember, api_base: str|None) -> ModelSpec:
     art = MODEL_ARTIFACTS[m.name]
     prefix = "text-completion-openai" if m.prompt_format == "fewshot" else "openai"
     return ModelSpec(m.name, f"{prefix}/{m.name}", api_base=api_base, prompt_format=m.prompt_format,
-                     max_concurrency=2, family=m.family, parameters=m.parameters,
+                     # llama_cpp.server answers one request at a time and finishes a request whose client has
+                     # timed out; one call in flight per member keeps the wait in the client, so the
+                     # 180 s timeout covers one generation and a timeout cannot pile work up on the server
+                     max_concurrency=1, family=m.family, parameters=m.parameters,
                      identity=f"local/{m.name}@{art.sha256[:16]}", local=True)
 
 def pool_specs(members: Sequence[str]|None = None, # member names (default: all four)
