@@ -24,8 +24,8 @@ litellm.disable_aiohttp_transport = True  # httpx: LiteLLM's aiohttp sessions le
 logging.getLogger("LiteLLM").setLevel(logging.ERROR)  # its event-loop notices are noise here
 
 # %% auto #0
-__all__ = ['PROMPT_FORMATS', 'FEWSHOT_PREFIX', 'FEWSHOT_STOP', 'FEWSHOT_VERSION', 'KEY_VERSION', 'RETRYABLE', 'home_dir',
-           'UnknownModelError', 'ModelDownError', 'ModelCallError', 'ReplayMissError', 'ModelSpec',
+__all__ = ['RECORD_COMMAND', 'PROMPT_FORMATS', 'FEWSHOT_PREFIX', 'FEWSHOT_STOP', 'FEWSHOT_VERSION', 'KEY_VERSION', 'RETRYABLE',
+           'home_dir', 'UnknownModelError', 'ModelDownError', 'ModelCallError', 'ReplayMissError', 'ModelSpec',
            'validate_model_string', 'fewshot_prompt', 'request_fields', 'cache_key', 'Completion', 'CallRecord',
            'ModelClient', 'load_recording', 'run_sync', 'project_root', 'data_dir']
 
@@ -46,8 +46,10 @@ class ModelDownError(RuntimeError):
 class ModelCallError(RuntimeError):
     "A model call that failed after its retries; never cached, never scored as a wrong answer."
 
+RECORD_COMMAND = "./test.sh --record"  # regenerates every recording the replays read (live, on the embedded pool)
+
 class ReplayMissError(KeyError):
-    "A request that is not in the cache or recording while the client is in replay mode."
+    "A request that a replaying client's recording (or, without one, its cache) does not hold."
 
 PROMPT_FORMATS = ("chat", "fewshot")
 
@@ -345,15 +347,17 @@ async def _acomplete(self: ModelClient,
 
 async def _lookup_or_call(self: ModelClient, spec: ModelSpec, f: dict, key: str) -> Completion:
     hit = None if self.mode == "record" else self._replay.get(key)  # recording re-asks the cache or the model
-    if hit is None: hit = self.cache.get(key)
+    if hit is None and not (self.mode == "replay" and self.recording):  # a replay answers from its recording alone:
+        hit = self.cache.get(key)                                        # an old cached answer must not hide a stale recording
     if hit is not None:
         c = Completion.from_cache(hit)
         self.log.append(CallRecord(spec.name, key, True, 0.0, c.prompt_tokens, c.completion_tokens, 0.0))
         if self.mode == "record": self._record(key, f, c)
         return c
     if self.mode == "replay":
-        raise ReplayMissError(f"{spec.name}: request not in the cache or the recording "
-                              f"({self.recording}); run it live (mode='live' or 'record') first")
+        raise ReplayMissError(f"{spec.name}: request not in the recording ({self.recording}): the "
+                              f"recording is stale (a request changed since it was recorded) or was never made. "
+                              f"Regenerate the recordings live with `{RECORD_COMMAND}`, or run this live (mode='live' or 'record')")
     self.check([spec.name])
     try: c = await self._call_model(spec, f)
     except ModelCallError as e:

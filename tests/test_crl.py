@@ -1,7 +1,8 @@
 """C-RL end to end on real models: the training service (SmolLM2-135M + LoRA, CPU) as a process,
 two partners of the embedded pool served by llama.cpp, and the client loop. A 2-step run
 changes the adapter's weights and what the policy samples; a client that dies mid-run resumes
-without repeating or losing a step."""
+without repeating or losing a step. The partners' answers share one call cache across the module (as
+they would in one real run), so each distinct partner request is made once."""
 import json, signal
 from pathlib import Path
 
@@ -27,17 +28,22 @@ def partners():
 
 
 def cfg(**kw):
-    base = dict(partners=PARTNERS, steps=2, prompts_per_step=1, group_size=4, n_train=2, n_eval=2, eval_every=100,
-                max_tokens=48, learning_rate=2e-3, protocol_params=dict(max_tokens=256), seed=3)
+    base = dict(partners=PARTNERS, steps=1, prompts_per_step=1, group_size=4, n_train=2, n_eval=1, eval_every=100,
+                max_tokens=48, learning_rate=2e-3, protocol_params=dict(max_tokens=128), seed=3)
     return CRLConfig(**{**base, **kw})
 
 
+@pytest.fixture(scope="module")
+def partner_calls(tmp_path_factory):
+    return tmp_path_factory.mktemp("partner-calls")
+
+
 @pytest.fixture
-def live(tmp_path, partners):
-    "A fresh training service (real subprocess) and a client of the partners, with per-test caches."
+def live(tmp_path, partners, partner_calls):
+    "A fresh training service (real subprocess) and a client of the partners (the module's call cache)."
     s = Service(tmp_path/"state", tmp_path/"svc.log").start()
     try:
-        yield s, TrainerClient(s.url, token=TOKEN), ModelClient(partners.specs(), cache_dir=tmp_path/"calls")
+        yield s, TrainerClient(s.url, token=TOKEN), ModelClient(partners.specs(), cache_dir=partner_calls)
     finally:
         s.kill(signal.SIGTERM)
 
@@ -46,23 +52,23 @@ def adapter(state_dir: Path, version: int) -> dict:
     return load_file(state_dir/"versions"/f"v{version:06d}"/"adapter_model.safetensors")
 
 
-def test_two_crl_steps(tmp_path, live):
-    "Two C-RL steps in majority vote: a well-formed log, evaluations before and after, and an update exactly when a group had signal."
+def test_one_crl_step(tmp_path, live):
+    "One C-RL step in majority vote, on real models: a well-formed log, evaluations before and after, and an update exactly when a group had signal."
     s, trainer, pool = live
     members = dict(pool.pool)
     w0 = adapter(s.dir, 0)  # version folders are pruned to the last two
     log = CRLRun(cfg(), trainer, pool, tmp_path/"run", progress=False).run()
     assert pool.pool == members  # the run called the policy through its own view of the client
     tr = log[log.kind == "train"]
-    assert tr.step.tolist() == [0, 1] and tr.version_after.tolist() == [1, 2]
+    assert tr.step.tolist() == [0] and tr.version_after.tolist() == [1]
     assert tr.reward.between(0, 1).all() and tr.mean_individual.between(0, 1).all() and tr.grad_norm.notna().all()
     ev = log[log.kind == "eval"]
-    assert ev.step.tolist() == [0, 2]  # before the first step and after the last
+    assert ev.step.tolist() == [0, 1]  # before the first step and after the last
     for _, r in ev.iterrows():  # efficiency: the three Shapley values sum to v(N) − v(∅)
         assert abs(r.shapley + sum(r[f"shapley_{p}"] for p in PARTNERS) - r.system) < 1e-9
         assert abs(r.loo - (r.system - r.without_policy)) < 1e-9
-    w2 = adapter(s.dir, 2)
-    changed = any(not torch.equal(w0[k], w2[k]) for k in w0)
+    w1 = adapter(s.dir, 1)
+    changed = any(not torch.equal(w0[k], w1[k]) for k in w0)
     signal_ = bool((tr.frac_reward_zero_std < 1).any())
     assert changed == signal_, (changed, tr.frac_reward_zero_std.tolist())  # all-equal groups: zero advantage, no update
 
@@ -72,7 +78,7 @@ def test_two_steps_change_weights_and_samples(tmp_path, live):
     from compstrength.crl import individual_reward
     s, trainer, pool = live
     for seed in range(12):  # the run's sampling is seeded: find a seed whose first group has mixed rewards
-        c = cfg(reward="individual", seed=seed, group_size=6, max_tokens=96, item_meta={"difficulty": [1]})
+        c = cfg(reward="individual", steps=2, seed=seed, group_size=6, max_tokens=96, item_meta={"difficulty": [1]})
         run = CRLRun(c, trainer, pool, tmp_path/f"run{seed}", progress=False)
         item = run._items_for(0)[0]
         probe = dict(model="policy-v0", messages=prompt_messages(run.train_items, item), n=c.group_size,

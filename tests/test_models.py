@@ -127,3 +127,24 @@ def test_local_pool_all_members_answer(pool, tmp_path):
     assert lp.logprobs and all("logprob" in t for t in lp.logprobs)
     lp2 = run_sync(c.acomplete("gemma3-270m", "Is 7 prime? Answer yes or no.", max_tokens=4, logprobs=3))
     assert lp2.logprobs and lp2.logprobs[0]["top"]
+
+
+def test_stale_recording_fails_loudly_naming_the_command(tmp_path, monkeypatch):
+    "A replayed request that the recording does not hold (here: its max_tokens changed) raises, names the command that regenerates the recordings, and reaches no model."
+    from compstrength.models import RECORD_COMMAND, ReplayMissError
+    monkeypatch.setenv("STANDIN_KEY", "k")
+    rec = tmp_path/"rec.jsonl"
+    with StandIn() as srv:
+        c = ModelClient([_spec(srv)], cache_dir=tmp_path/"c1", recording=rec, mode="record")
+        run_sync(c.acomplete("standin", "What is 6 * 7?", max_tokens=64))
+        c.close()
+        live = ModelClient([_spec(srv)], cache_dir=tmp_path/"c1")  # a later live run leaves the changed request in the cache only
+        run_sync(live.acomplete("standin", "What is 6 * 7?", max_tokens=65)); live.close()
+        assert len(srv.requests) == 2
+        replay = ModelClient([_spec(srv)], cache_dir=tmp_path/"c1", recording=rec, mode="replay")
+        assert run_sync(replay.acomplete("standin", "What is 6 * 7?", max_tokens=64)).text == "The answer is 42."
+        with pytest.raises(ReplayMissError) as e:              # the request changed since it was recorded
+            run_sync(replay.acomplete("standin", "What is 6 * 7?", max_tokens=65))
+        assert RECORD_COMMAND in str(e.value) and "stale" in str(e.value) and str(rec) in str(e.value)
+        assert len(srv.requests) == 2                          # nothing was asked of the model
+    assert RECORD_COMMAND.split()[0] == "./test.sh" and (Path(__file__).parents[1]/"test.sh").read_text().count("--record") >= 2

@@ -114,6 +114,21 @@ def test_budget_is_enforced(name, tmp_path):
     assert len(client.log) - n0 <= used - 1                             # the over-budget call was never made
 
 
+# The live tier every CI run makes: one protocol of each family, one item, the two smallest chat
+# members (cascade and logit_fusion need logprobs from the server; majority vote is the text family's
+# base). `./test.sh --live` (COMPSTRENGTH_LIVE_DEEP=1) runs every protocol on 3 items instead, and
+# `./test.sh --record` (COMPSTRENGTH_RECORD=1) does that while rewriting the recording the fast tests replay.
+RECORD = os.environ.get("COMPSTRENGTH_RECORD") == "1"
+DEEP = RECORD or os.environ.get("COMPSTRENGTH_LIVE_DEEP") == "1"
+LIVE_TIER = {"api": "cascade", "text": "majority_vote", "logit": "logit_fusion"}
+LIVE = NAMES if DEEP else list(LIVE_TIER.values())
+
+
+def test_live_tier_covers_every_family():
+    assert {PROTOCOLS[n].family for n in LIVE_TIER.values()} == {PROTOCOLS[n].family for n in NAMES}
+    assert all(LIVE_TIER[PROTOCOLS[n].family] == n for n in LIVE_TIER.values())
+
+
 @pytest.fixture(scope="module")
 def live_calls(tmp_path_factory):
     "One live call cache for the module: calls the protocols share (dev and own answers) are made once, as in a real run."
@@ -122,17 +137,19 @@ def live_calls(tmp_path_factory):
 
 @pytest.mark.slow
 @pytest.mark.pool
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", LIVE)
 def test_protocol_live(name, pool, live_calls):
     """Live on the real pool (mode "live": nothing comes from a recording). With COMPSTRENGTH_RECORD=1
     it rewrites the recording the fast tests replay (llama.cpp's greedy output can differ slightly
     between server states, so live answers are not compared with the recording)."""
-    record = os.environ.get("COMPSTRENGTH_RECORD") == "1"
     from compstrength.models import home_dir
-    client = ModelClient(pool.specs(), cache_dir=(home_dir()/"calls") if record else live_calls,
-                         recording=REC if record else None, mode="record" if record else "live")
-    assert record or not client._replay                                 # no recorded answer can stand in
-    p, task, outs = _run(client, name)
+    client = ModelClient(pool.specs(), cache_dir=(home_dir()/"calls") if RECORD else live_calls,
+                         recording=REC if RECORD else None, mode="record" if RECORD else "live")
+    assert RECORD or not client._replay                                 # no recorded answer can stand in
+    if DEEP: p, task, outs = _run(client, name)                        # the recorded setting: n_dev=4, 3 items
+    else:
+        p, task = get_protocol(name, **({"n_dev": 2} if PROTOCOLS[name].uses_dev else {})), _task()
+        outs = [run_sync(p.run(client, task, task.items[0], CO))]
     _check(p, task, outs)
-    _, _, solo = _run(client, name, (SOLO,), items=1)
+    solo = [run_sync(p.run(client, task, task.items[0], (SOLO,)))]
     _check(p, task, solo, (SOLO,))
