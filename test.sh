@@ -48,8 +48,12 @@ if [ "$mode" = --record ]; then
   phase "record: main job"
 fi
 
+# Both phases always run (a failing notebook does not hide the tests' results); either failing fails the run.
 echo "== nbdev-test: every notebook, its #| slow cells live on the embedded pool"
+set +e
 .venv/bin/nbdev-test --flags slow --n-workers 2 --timing
+nb_rc=$?
+set -e
 phase "notebooks (replays + live slow cells)"
 
 echo "== pytest"
@@ -58,5 +62,7 @@ set +e
 rc=$?
 set -e
 phase "pytest"
-if [ $rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi
-exit $rc
+if [ $rc -eq 5 ]; then echo "pytest collected no tests"; rc=1; fi
+[ $nb_rc -ne 0 ] && echo "!! nbdev-test failed (exit $nb_rc): see the notebook errors above"
+[ $rc -ne 0 ] && echo "!! pytest failed (exit $rc)"
+[ $nb_rc -eq 0 ] && [ $rc -eq 0 ]
