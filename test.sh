@@ -45,7 +45,11 @@ phase "pool up (one warm-up, shared)"
 if [ "$mode" = --record ]; then
   echo "== recording the main job (compstrength run --live --record)"
   .venv/bin/compstrength run --live --record --out results
-  phase "record: main job"
+  echo "== recording the protocols (every protocol live on 3 items)"
+  .venv/bin/python -m pytest -q tests/test_protocols.py -k protocol_live
+  phase "record: main job and protocols"
+  # The notebooks and tests below then run against the new recordings (01_local and 09_cli rewrite
+  # theirs from their #| slow cells).
 fi
 
 # Both phases always run (a failing notebook does not hide the tests' results); either failing fails the run.
