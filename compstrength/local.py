@@ -301,6 +301,10 @@ def _spec(m: PoolMember, api_base: str|None) -> ModelSpec:
                      # timed out; one call in flight per member keeps the wait in the client, so the
                      # 180 s timeout covers one generation and a timeout cannot pile work up on the server
                      max_concurrency=1, family=m.family, parameters=m.parameters,
+                     # several processes (notebooks, tests, a second terminal) can share one `pool up` server, and
+                     # their requests queue inside it: that wait counts against the timeout, and a timed-out request
+                     # is still generated to the end, so its retry doubles the work. A local call may wait 15 minutes.
+                     timeout=900.0,
                      identity=f"local/{m.name}@{art.sha256[:16]}", local=True)
 
 def pool_specs(members: Sequence[str]|None = None, # member names (default: all four)

@@ -66,6 +66,7 @@ class ModelSpec:
     identity: str|None = None  # cache identity; defaults to model (+ api_base)
     api_key_env: str|None = None  # environment variable holding the key, if one must be passed
     local: bool = False  # an embedded local model (its api_base is None while its server is down)
+    timeout: float|None = None  # seconds per call to this member (default: the client's `timeout`)
 
     def __post_init__(self):
         if self.prompt_format not in PROMPT_FORMATS:
@@ -297,7 +298,7 @@ def _completion_from_response(spec: ModelSpec, resp, latency: float) -> Completi
 
 # %% ../nbs/00_models.ipynb #dedec2ef
 async def _call_model(self: ModelClient, spec: ModelSpec, f: dict) -> Completion:
-    kw = _litellm_kwargs(spec, f, self.timeout)
+    kw = _litellm_kwargs(spec, f, spec.timeout or self.timeout)
     fn = litellm.atext_completion if spec.prompt_format == "fewshot" else litellm.acompletion
     async with self._sem(spec.name):
         t0 = time.perf_counter()
