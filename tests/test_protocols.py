@@ -114,8 +114,8 @@ def test_budget_is_enforced(name, tmp_path):
     assert len(client.log) - n0 <= used - 1                             # the over-budget call was never made
 
 
-# The live tier every CI run makes: one protocol of each family, one item, the two smallest chat
-# members (cascade and logit_fusion need logprobs from the server; majority vote is the text family's
+# The live tier every CI run makes: one protocol of each family, one item, 96-token answers, the two
+# smallest chat members (cascade and logit_fusion need logprobs from the server; majority vote is the text family's
 # base). `./test.sh --live` (COMPSTRENGTH_LIVE_DEEP=1) runs every protocol on 3 items instead, and
 # `./test.sh --record` (COMPSTRENGTH_RECORD=1) does that while rewriting the recording the fast tests replay.
 RECORD = os.environ.get("COMPSTRENGTH_RECORD") == "1"
@@ -148,7 +148,7 @@ def test_protocol_live(name, pool, live_calls):
     assert RECORD or not client._replay                                 # no recorded answer can stand in
     if DEEP: p, task, outs = _run(client, name)                        # the recorded setting: n_dev=4, 3 items
     else:
-        p, task = get_protocol(name, **({"n_dev": 2} if PROTOCOLS[name].uses_dev else {})), _task()
+        p, task = get_protocol(name, max_tokens=96, **({"n_dev": 2} if PROTOCOLS[name].uses_dev else {})), _task()
         outs = [run_sync(p.run(client, task, task.items[0], CO))]
     _check(p, task, outs)
     solo = [run_sync(p.run(client, task, task.items[0], (SOLO,)))]
