@@ -2,8 +2,8 @@
 # README command 2: the whole test suite (sets up first if needed). CI runs exactly this.
 #   ./test.sh            every notebook (recorded replays, and its #| slow cells live on the embedded pool),
 #                        then pytest (integration, browser, service tests and the small live tier)
-#   ./test.sh --live     also the deep live runs CI does not do (every protocol live on 3 items, the
-#                        longer C-RL runs): a few hours on 2 cores
+#   ./test.sh --live     also the deep live runs CI does not do (every protocol live on 3 items with
+#                        the recorded settings): a few hours on 2 cores
 #   ./test.sh --record   regenerate every recording the replays read (data/recordings/*.jsonl), live;
 #                        a replay that misses a request says to run this
 # Nothing is skipped for time: every cell and every test runs, and any failure fails the run.
