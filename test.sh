@@ -48,7 +48,7 @@ if [ "$mode" = --record ]; then
   echo "== recording the protocols (every protocol live on 3 items)"
   .venv/bin/python -m pytest -q tests/test_protocols.py -k protocol_live
   phase "record: main job and protocols"
-  # The notebooks and tests below then run against the new recordings (01_local and 09_cli rewrite
+  # The notebooks and tests below then run against the new recordings (01_local and 13_cli rewrite
   # theirs from their #| slow cells).
 fi
 

@@ -27,7 +27,8 @@ import pandas as pd
 
 from compstrength.crl import CRLConfig, CRLRun, TrainerClient
 from compstrength.local import local_pool
-from compstrength.models import ModelClient, home_dir
+from compstrength.files import home_dir
+from compstrength.models import ModelClient
 
 pd.set_option("display.width", 250)
 

@@ -25,7 +25,7 @@ import pandas as pd
 import altair as alt
 from compstrength.analysis import coalition_table, contribution_table, interaction_table
 from compstrength.charts import coalition_lattice, contribution_chart, interaction_heatmap, strength_scatter
-from compstrength.experiment import load_config, run_experiment
+from compstrength.experiment import ExperimentConfig, load_config, run_experiment
 from compstrength.widgets import explore
 
 STEPS = [("protocol", "cascade"), ("task", "arithmetic"), ("estimator", "loo"), ("estimator", "banzhaf"),
@@ -94,8 +94,11 @@ def main():
     # the path without the explorer: rerun the one setting from warm caches, rebuild the chart
     base = []
     for proto, task in [("cascade", "arithmetic"), ("moa", "gsm8k"), ("logit_fusion", "gsm8k"), ("majority_vote", "gsm8k")]:
-        c = dict(cfg, run=dict(cfg["run"], protocols=[proto]), tasks=[t for t in cfg["tasks"] if t["name"] == task],
-                 protocols={k: v for k, v in cfg.get("protocols", {}).items() if k == proto})
+        raw = cfg.model_dump(exclude={"path"})  # the config as data: one setting of it is a smaller config
+        raw["protocols"] = {k: {**v.pop("params"), **{x: y for x, y in v.items() if y is not None}}
+                            for k, v in raw["protocols"].items() if k == proto}
+        c = ExperimentConfig.model_validate({**raw, "run": {**raw["run"], "protocols": [proto]},
+                                             "tasks": [t for t in raw["tasks"] if t["name"] == task]})
         for _ in range(a.repeat):
             t0 = time.perf_counter()
             r = run_experiment(c, cache_dir=cache, progress=False)

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from compstrength.experiment import _make_protocol, load_config, run_experiment
+from compstrength.experiment import ProtocolConfig, load_config, run_experiment
 from compstrength.game import CoalitionGame
 from compstrength.models import ModelClient
-from compstrength.tasks import Task, load_task
+from compstrength.tasks import Task
 
 pd.set_option("display.width", 250)
 
@@ -28,8 +28,8 @@ def main():
     cfg = load_config(sys.argv[1] if len(sys.argv) > 1 else None)
     res = run_experiment(cfg, cache_dir=tempfile.mkdtemp(), progress=False)
     pt = res["protocols"]
-    players = [s.name for s in cfg["specs"]]
-    print(f"## Protocols on {cfg['path']} (replayed from {cfg['run']['recording']})\n")
+    players = cfg.players
+    print(f"## Protocols on {cfg.path} (replayed from {cfg.run.recording})\n")
     print(pt[["protocol", "family", "task", "items", "v_N", "best_single", "best_member", "gain", "calls_per_item",
               "upper_bound"]].to_string(index=False))
     print("\n## Per member: individual strength / Shapley / LOO\n")
@@ -41,18 +41,17 @@ def main():
     print(per.to_string(index=False))
 
     print("\n## Requests for exact Shapley (15 coalitions): per-coalition re-execution vs distinct requests sent\n")
-    r = cfg["run"]
+    r = cfg.run
     rows = []
-    tasks = [load_task(t["name"], split=t.get("split", "all"), limit=t.get("limit"), seed=t.get("seed", 0)) for t in cfg["tasks"]]
-    for name in r["protocols"]:
-        ps = cfg["protocols"].get(name, {})
+    tasks = [t.load() for t in cfg.tasks]
+    for proto in cfg.protocol_objects:
+        name, ps = proto.name, cfg.protocols.get(proto.name, ProtocolConfig())
         for task in tasks:
-            if ps.get("tasks") and task.name not in ps["tasks"]: continue
-            proto = _make_protocol(name, r, ps)
-            t = Task(task.name, task.kind, task.items[:ps["items"]], task.source) if ps.get("items") else task
+            if ps.tasks and task.name not in ps.tasks: continue
+            t = Task(task.name, task.kind, task.items[:ps.items], task.source) if ps.items else task
             tmp = Path(tempfile.mkdtemp())
-            client = ModelClient(cfg["specs"], cache_dir=tmp/"calls", recording=Path(r["recording"]), mode="replay")
-            game = CoalitionGame(client, proto, t, players, seed=r["seed"], cache_dir=tmp/"coal", progress=False)
+            client = ModelClient(cfg.specs, cache_dir=tmp/"calls", recording=Path(r.recording), mode="replay")
+            game = CoalitionGame(client, proto, t, players, seed=r.seed, cache_dir=tmp/"coal", progress=False)
             out = game.evaluate()
             naive = int(out.calls.sum())
             distinct = len({c.key for c in client.log})

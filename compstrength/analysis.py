@@ -11,22 +11,22 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from .attribution import attribute_items, bootstrap_ci, interactions
-from .game import parse_coalition
+from .attribution import attribute_items, bootstrap_ci, coalition_label, interactions, parse_coalition
+from .game import item_values
 
 # %% auto #0
-__all__ = ['METHODS', 'values_table', 'rank_correlation', 'correlations_table', 'summarize', 'record_players', 'item_values_of',
-           'coalition_table', 'interaction_table', 'contribution_table']
+__all__ = ['VALUE_METHODS', 'values_table', 'rank_corr', 'rank_correlation', 'correlations_table', 'summarize', 'record_players',
+           'item_values_of', 'coalition_table', 'interaction_table', 'contribution_table']
 
 # %% ../nbs/07_analysis.ipynb #361acf15
-METHODS = ("individual", "shapley", "loo", "banzhaf")
+VALUE_METHODS = ("individual", "shapley", "loo", "banzhaf")
 
-def values_table(item_values: dict, # frozenset → per-item scores (from `CoalitionGame.item_values`)
+def values_table(item_values: dict, # frozenset → per-item scores (from `game.item_values`)
                  players: list, # the pool, in order
                  n_boot: int = 2000, # bootstrap resamples over items
                  level: float = 0.95, # confidence level
                  seed: int = 0, # bootstrap and estimator seed
-                 methods: Sequence[str] = METHODS, # attribution methods (any of `attribute`'s), one column each
+                 methods: Sequence[str] = VALUE_METHODS, # attribution methods (any of `attribute`'s), one column each
                  budget: int|None = None, # evaluations for the permutation and kernel estimators
                 ) -> pd.DataFrame: # one row per model
     "Individual, Shapley, LOO and Banzhaf values (or `methods`) per model, with bootstrap CIs over items."
@@ -45,12 +45,19 @@ def values_table(item_values: dict, # frozenset → per-item scores (from `Coali
     out.attrs["per_item"] = per_item
     return out
 
-# %% ../nbs/07_analysis.ipynb #3509699f
-def _rank_corr(a, b, kind):
-    if np.ptp(a) == 0 or np.ptp(b) == 0: return np.nan, np.nan
+# %% ../nbs/07_analysis.ipynb #5d5ca677
+def rank_corr(a, # one strength per model
+              b, # another strength of the same models
+              kind: str = "spearman", # spearman or kendall
+             ) -> tuple: # (correlation, p-value)
+    "Spearman ρ (or Kendall τ-b) of two strengths across models, with scipy's p-value; NaN when one is constant."
+    if kind not in ("spearman", "kendall"): raise ValueError(f"kind must be spearman or kendall, not {kind!r}")
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if len(a) < 2 or np.ptp(a) == 0 or np.ptp(b) == 0: return np.nan, np.nan
     r = stats.spearmanr(a, b) if kind == "spearman" else stats.kendalltau(a, b)
     return float(r.statistic), float(r.pvalue)
 
+# %% ../nbs/07_analysis.ipynb #6a7e6fca
 def _boot_corr(bx: np.ndarray, by: np.ndarray, kind: str) -> np.ndarray:
     "Spearman ρ or Kendall τ-b of each row pair of two (resamples × models) arrays, at once (NaN where one is constant)."
     if kind == "spearman":  # Pearson correlation of average ranks
@@ -62,6 +69,7 @@ def _boot_corr(bx: np.ndarray, by: np.ndarray, kind: str) -> np.ndarray:
     den = np.sqrt((sx ** 2).sum(1) * (sy ** 2).sum(1))
     return np.where(den > 0, (sx * sy).sum(1) / np.where(den > 0, den, 1.0), np.nan)
 
+# %% ../nbs/07_analysis.ipynb #3509699f
 def rank_correlation(table: pd.DataFrame, # from `values_table`
                      x: str = "individual", # first strength
                      y: str = "shapley", # second strength
@@ -78,7 +86,7 @@ def rank_correlation(table: pd.DataFrame, # from `values_table`
     res = dict(x=x, y=y, n_models=len(table))
     lo, hi = (1 - level) / 2, 1 - (1 - level) / 2
     for kind in ("spearman", "kendall"):
-        r, p = _rank_corr(table[x].to_numpy(), table[y].to_numpy(), kind)
+        r, p = rank_corr(table[x].to_numpy(), table[y].to_numpy(), kind)
         boots = _boot_corr(bx, by, kind)  # vectorised: 400–1,800× faster than scipy per resample (n=4, 2,000 resamples)
         boots = boots[~np.isnan(boots)]
         res.update({kind: r, f"{kind}_p": p,
@@ -86,7 +94,7 @@ def rank_correlation(table: pd.DataFrame, # from `values_table`
                     f"{kind}_ci_high": float(np.quantile(boots, hi)) if len(boots) else np.nan})
     return res
 
-# %% ../nbs/07_analysis.ipynb #58278138
+# %% ../nbs/07_analysis.ipynb #2d77b3ba
 def correlations_table(settings: dict, # (pool, protocol, family, task) → values table
                        **kw, # passed to `rank_correlation`
                       ) -> pd.DataFrame:
@@ -97,6 +105,7 @@ def correlations_table(settings: dict, # (pool, protocol, family, task) → valu
             rows.append(dict(pool=pool, protocol=protocol, family=family, task=task, **rank_correlation(t, x, y, **kw)))
     return pd.DataFrame(rows)
 
+# %% ../nbs/07_analysis.ipynb #91ee5333
 def summarize(correlations: pd.DataFrame, # from `correlations_table`
               threshold: float = 0.5, # Spearman ρ at or above which strength "translates"
               exclude: Sequence[str] = (), # protocols left out (upper bounds such as the oracle router)
@@ -115,7 +124,9 @@ def record_players(outcomes: pd.DataFrame # the outcomes record (or one setting 
     "The pool, in pool order, from the singleton coalitions of the record."
     return list(pd.unique(outcomes.loc[outcomes["size"] == 1, "coalition"]))
 
+# %% ../nbs/07_analysis.ipynb #6c038a82
 def _setting(outcomes, protocol, task):
+    "The rows of one (protocol, task) of the record, and that protocol and task."
     o = outcomes
     if protocol is not None: o = o[o.protocol == protocol]
     if task is not None: o = o[o.task == task]
@@ -124,6 +135,7 @@ def _setting(outcomes, protocol, task):
         raise ValueError(f"pick one setting (protocol and task): found {len(settings)} in the record")
     return o, settings.iloc[0].protocol, settings.iloc[0].task
 
+# %% ../nbs/07_analysis.ipynb #299517bc
 def item_values_of(outcomes: pd.DataFrame, # the outcomes record
                    protocol: str|None = None, # the setting's protocol (optional if the record has one)
                    task: str|None = None, # the setting's task
@@ -137,17 +149,13 @@ def item_values_of(outcomes: pd.DataFrame, # the outcomes record
     if not players: raise ValueError("pick at least one model")
     unknown = [p for p in players if p not in pool]
     if unknown: raise ValueError(f"not in the record's pool {pool}: {unknown}")
-    cs = o.coalition.map(parse_coalition)
-    o = o[cs.map(lambda c: c <= set(players))]
-    o = o[~o.item.isin(set(o.loc[o.error.notna(), "item"]))]
-    wide = o.pivot(index="item", columns="coalition", values="score")
-    wide = wide.loc[list(pd.unique(o.item))]
-    out = {parse_coalition(c): wide[c].to_numpy(float) for c in wide.columns}
-    need = 2 ** len(players) - 1
-    if len(out) < need: raise ValueError(f"the record has {len(out)} of the {need} coalitions of {players}")
-    out[frozenset()] = np.full(len(wide), float(empty_value))
+    o = o[o.coalition.map(parse_coalition).map(lambda c: c <= set(players))]
+    out = item_values(o, empty_value=empty_value, drop_errors=True)
+    need = 2 ** len(players)
+    if len(out) < need: raise ValueError(f"the record has {len(out) - 1} of the {need - 1} coalitions of {players}")
     return out
 
+# %% ../nbs/07_analysis.ipynb #a3af488e
 def coalition_table(outcomes: pd.DataFrame, # the outcomes record
                     protocol: str|None = None, # the setting's protocol
                     task: str|None = None, # the setting's task
@@ -159,11 +167,12 @@ def coalition_table(outcomes: pd.DataFrame, # the outcomes record
     players = list(players) if players is not None else record_players(o)
     iv = item_values_of(o, players=players, empty_value=empty_value)
     order = sorted(iv, key=lambda c: (len(c), sorted(players.index(p) for p in c)))  # by size, then pool order
-    rows = [dict(protocol=protocol, task=task, coalition="+".join(p for p in players if p in c) or "∅",
+    rows = [dict(protocol=protocol, task=task, coalition=coalition_label(c, players),
                  size=len(c), members=", ".join(p for p in players if p in c) or "(none)",
                  value=float(iv[c].mean()), n_items=len(iv[c])) for c in order]
     return pd.DataFrame(rows)
 
+# %% ../nbs/07_analysis.ipynb #1e0ac1b4
 def interaction_table(outcomes: pd.DataFrame, # the outcomes record
                       protocol: str|None = None, # the setting's protocol
                       task: str|None = None, # the setting's task
@@ -178,6 +187,7 @@ def interaction_table(outcomes: pd.DataFrame, # the outcomes record
     long = m.rename_axis(index="model_i", columns="model_j").stack().rename("interaction").reset_index()
     return long.assign(protocol=protocol, task=task)[["protocol", "task", "model_i", "model_j", "interaction"]]
 
+# %% ../nbs/07_analysis.ipynb #f088d46e
 def contribution_table(outcomes: pd.DataFrame, # the outcomes record
                        protocol: str|None = None, # the setting's protocol
                        task: str|None = None, # the setting's task

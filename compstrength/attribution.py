@@ -14,14 +14,12 @@ import pandas as pd
 from scipy.special import comb
 
 # %% auto #0
-__all__ = ['METHODS', 'EXACT_MAX_PLAYERS', 'coalition_of', 'mask_of', 'value_table', 'attribute', 'attribute_table',
-           'interactions', 'attribute_items', 'bootstrap_ci']
+__all__ = ['EXACT_MAX_PLAYERS', 'METHODS', 'SAMPLED_METHODS', 'coalition_of', 'mask_of', 'coalition_label', 'parse_coalition',
+           'value_table', 'attribute', 'attribute_table', 'interactions', 'attribute_items', 'bootstrap_ci']
 
-# %% ../nbs/05_attribution.ipynb #e1023855
-METHODS = ("shapley", "banzhaf", "loo", "individual", "permutation", "kernel")
-EXACT_MAX_PLAYERS = 24  # 2^24 float64 values: a 128 MB table
-
+# %% ../nbs/05_attribution.ipynb #5b32a2c3
 def _players(players) -> list:
+    "The players as a list, refusing a string, an empty list and duplicates."
     if isinstance(players, (str, bytes)): raise ValueError(f"players must be a sequence of names, not the string {players!r}")
     ps = list(players)
     if not ps: raise ValueError("players is empty: a game needs at least one player")
@@ -32,15 +30,14 @@ def _players(players) -> list:
     if dup: raise ValueError(f"duplicate players: {dup}")
     return ps
 
-def _fmt(mask: int, players: list) -> str:
-    return "{" + ", ".join(str(p) for k, p in enumerate(players) if mask >> k & 1) + "}"
-
+# %% ../nbs/05_attribution.ipynb #c2f4310e
 def coalition_of(mask: int, # bitmask: player k is bit k
                  players: list # the players, in bit order
                 ) -> frozenset:
     "The coalition a bitmask stands for."
     return frozenset(p for k, p in enumerate(players) if mask >> k & 1)
 
+# %% ../nbs/05_attribution.ipynb #83eef687
 def mask_of(coalition, # an iterable of players
             players: list # the players, in bit order
            ) -> int:
@@ -54,7 +51,24 @@ def mask_of(coalition, # an iterable of players
         m |= 1 << idx[p]
     return m
 
-# %% ../nbs/05_attribution.ipynb #f6e24c32
+# %% ../nbs/05_attribution.ipynb #0fcaf5b3
+def coalition_label(coalition, # an iterable of players
+                    players: list # the pool, in order
+                   ) -> str:
+    "`a+b+c` in pool order ('∅' for the empty coalition)."
+    c = set(coalition)
+    return "+".join(str(p) for p in players if p in c) or "∅"
+
+# %% ../nbs/05_attribution.ipynb #40d2f70b
+def parse_coalition(label: str # `a+b+c`, or `∅`/empty for the empty coalition
+                   ) -> frozenset:
+    "The coalition a label names."
+    label = str(label).strip()
+    return frozenset() if label in ("", "∅") else frozenset(p.strip() for p in label.split("+"))
+
+# %% ../nbs/05_attribution.ipynb #c2d64db1
+EXACT_MAX_PLAYERS = 24  # 2^24 float64 values: a 128 MB table
+
 class _Game:
     "A game given as a callable, a mapping or a bitmask-indexed table, with cached values."
     def __init__(self, v, players, method: str):
@@ -68,13 +82,13 @@ class _Game:
             self.known = {}
             for c, val in v.items():
                 m = mask_of(c, players)
-                if m in self.known: raise ValueError(f"coalition {_fmt(m, players)} is given twice")
+                if m in self.known: raise ValueError(f"coalition {coalition_label(c, players)} is given twice")
                 self.known[m] = np.asarray(val, dtype=float)
         elif callable(v): self.f, self.known = v, {}
         else: raise TypeError(f"v must be a callable, a mapping or a numpy value table, not {type(v).__name__}")
 
     def _missing(self, m):
-        return ValueError(f"the game has no value for coalition {_fmt(int(m), self.players)}, which method {self.method!r} needs")
+        return ValueError(f"the game has no value for coalition {coalition_label(coalition_of(int(m), self.players), self.players)}, which method {self.method!r} needs")
 
     def _get(self, m: int):
         if m not in self.known:
@@ -107,13 +121,14 @@ class _Game:
         self.tab = tab
         return tab
 
+# %% ../nbs/05_attribution.ipynb #a02adfe4
 def value_table(v, # callable on a frozenset, or a mapping frozenset -> value
                 players: list # the players; player k is bit k of a coalition's index
                ) -> np.ndarray:
     "The values of all 2^n coalitions as an array indexed by bitmask."
     return _Game(v, _players(players), "value_table").table()
 
-# %% ../nbs/05_attribution.ipynb #e8b63f78
+# %% ../nbs/05_attribution.ipynb #c6f60a88
 _PC8 = np.array([bin(k).count("1") for k in range(256)], dtype=np.uint8)
 _PC_CACHE: dict = {}
 
@@ -127,12 +142,14 @@ def _popcount(n: int) -> np.ndarray:
         _PC_CACHE.clear(); _PC_CACHE[n] = pc
     return _PC_CACHE[n]
 
+# %% ../nbs/05_attribution.ipynb #f8449b75
 def _weights(method: str, n: int) -> np.ndarray:
     "Weight of a marginal contribution v(S∪i) − v(S) by |S|."
     s = np.arange(n)
     if method == "shapley": return 1.0 / (n * comb(n - 1, s))
     return np.full(n, 0.5 ** (n - 1))
 
+# %% ../nbs/05_attribution.ipynb #ea3ac9ef
 def _marg(x: np.ndarray, n: int) -> np.ndarray:
     "For each player i, the sum of `x` (indexed by bitmask) over the coalitions that contain i."
     tail = x.shape[1:]
@@ -143,26 +160,34 @@ def _marg(x: np.ndarray, n: int) -> np.ndarray:
         x = h[0] + h[1]
     return out
 
+# %% ../nbs/05_attribution.ipynb #14234a43
 def _by_size(t: np.ndarray, pc: np.ndarray, w: np.ndarray) -> np.ndarray:
     "`t` times `w[|T|]`, row by row."
     return t * w[pc].reshape((-1,) + (1,) * (t.ndim - 1))
 
+# %% ../nbs/05_attribution.ipynb #bdd53652
 def _exact(t: np.ndarray, n: int, method: str) -> np.ndarray:
+    "Exact Shapley or Banzhaf values of a value table (items ride along on trailing axes)."
     pc, w = _popcount(n), _weights(method, n)
     wa, wb = np.r_[0.0, w], np.r_[w, 0.0]  # by |T| = 0..n
     return _marg(_by_size(t, pc, wa + wb), n) - _by_size(t, pc, wb).sum(axis=0)  # not tensordot: BLAS threads wake up slowly
 
+# %% ../nbs/05_attribution.ipynb #59f9a9de
 def _simple(g: _Game, method: str) -> np.ndarray:
+    "Leave-one-out (`loo`) or individual values: the n + 1 coalitions they need."
     n, full = g.n, (1 << g.n) - 1
     if method == "loo": return g.at([full])[0] - g.at([full ^ (1 << i) for i in range(n)])
     return g.at([1 << i for i in range(n)]) - g.at([0])[0]
 
-# %% ../nbs/05_attribution.ipynb #c59e13b7
+# %% ../nbs/05_attribution.ipynb #edbfcd06
 def _n_perms(budget: int, n: int) -> int:
+    "Orders of antithetic permutation sampling that `budget` evaluations buy (an even number)."
     k = (budget - 2) // (n - 1)
     return k - k % 2
 
+# %% ../nbs/05_attribution.ipynb #d4424fb1
 def _permutation(g: _Game, budget: int, seed: int) -> np.ndarray:
+    "Shapley values estimated from antithetic pairs of random orders."
     n = g.n
     m = _n_perms(budget, n)
     if m < 2: raise ValueError(f"budget {budget} is too small for method 'permutation' with {n} players: one antithetic pair of orders needs {2 + 2 * (n - 1)} evaluations")
@@ -177,7 +202,9 @@ def _permutation(g: _Game, budget: int, seed: int) -> np.ndarray:
     by_player = contrib[np.arange(m)[:, None], np.argsort(perms, axis=1)]
     return by_player.mean(axis=0)
 
+# %% ../nbs/05_attribution.ipynb #4abf8e02
 def _kernel(g: _Game, budget: int, seed: int) -> np.ndarray:
+    "Shapley values estimated by KernelSHAP (`shap.KernelExplainer`) on the game's binary masks."
     import shap
     n = g.n
     if budget < n + 2: raise ValueError(f"budget {budget} is too small for method 'kernel' with {n} players: it needs at least {n + 2} evaluations")
@@ -195,20 +222,28 @@ def _kernel(g: _Game, budget: int, seed: int) -> np.ndarray:
         sv = np.moveaxis(sv, 0, -1)  # older shap: a list over outputs
     return sv.reshape((n,) + tail)
 
-# %% ../nbs/05_attribution.ipynb #622bcdd0
-def _index(players): return pd.Index(players, tupleize_cols=False, name="player")
+# %% ../nbs/05_attribution.ipynb #3700265f
+def _index(players) -> pd.Index:
+    "The index of a per-player result: named `player`, tuples kept as labels."
+    return pd.Index(players, tupleize_cols=False, name="player")
+
+# %% ../nbs/05_attribution.ipynb #719e25ec
+METHODS = ("shapley", "banzhaf", "loo", "individual", "permutation", "kernel")
+SAMPLED_METHODS = ("permutation", "kernel")  # the estimators that take a `budget` of evaluations of v
 
 def _compute(v, players, method, budget, seed) -> np.ndarray:
+    "The values of `method` as an array, players first (items on trailing axes)."
     if method not in METHODS: raise ValueError(f"unknown method {method!r}: use one of {', '.join(METHODS)}")
     ps = _players(players)
     g = _Game(v, ps, method)
     n = g.n
-    if method in ("loo", "individual") or (n == 1 and method in ("permutation", "kernel")):
+    if method in ("loo", "individual") or (n == 1 and method in SAMPLED_METHODS):
         return _simple(g, "individual" if n == 1 else method)
     if method in ("shapley", "banzhaf"): return _exact(g.table(), n, method)
     budget = 2 * n + 2048 if budget is None else int(budget)
     return _permutation(g, budget, seed) if method == "permutation" else _kernel(g, budget, seed)
 
+# %% ../nbs/05_attribution.ipynb #04f33acf
 def attribute(v, # the game: callable on a frozenset of players, mapping frozenset -> value, or bitmask-indexed array
               players, # the players (hashable, distinct); player k is bit k of a table index
               method: str = "shapley", # shapley, banzhaf, loo, individual, permutation or kernel
@@ -218,6 +253,7 @@ def attribute(v, # the game: callable on a frozenset of players, mapping frozens
     "Each player's share of the game's value by `method`, indexed by player."
     return pd.Series(_compute(v, players, method, budget, seed), index=_index(list(players)), name=method)
 
+# %% ../nbs/05_attribution.ipynb #0da81673
 def attribute_table(values: np.ndarray, # v of every coalition, indexed by bitmask (length 2^n)
                     players, # the players; player k is bit k
                     method: str = "shapley", # any method of `attribute`
@@ -227,7 +263,7 @@ def attribute_table(values: np.ndarray, # v of every coalition, indexed by bitma
     "`attribute` on a value table: the fast path for exact values."
     return attribute(np.asarray(values, dtype=float), players, method, budget, seed)
 
-# %% ../nbs/05_attribution.ipynb #b3deabf2
+# %% ../nbs/05_attribution.ipynb #93c2176c
 def _marg2(x: np.ndarray, n: int) -> np.ndarray:
     "For each pair i ≠ j, the sum of `x` over the coalitions that contain both (NaN diagonal)."
     tail = x.shape[1:]
@@ -238,7 +274,9 @@ def _marg2(x: np.ndarray, n: int) -> np.ndarray:
         x = h[0] + h[1]
     return out
 
+# %% ../nbs/05_attribution.ipynb #58c3c43c
 def _sii(t: np.ndarray, n: int) -> np.ndarray:
+    "The pairwise Shapley interaction index of a value table, players × players (NaN diagonal)."
     if n < 2: return np.full((n, n) + t.shape[1:], np.nan)
     pc, k = _popcount(n), np.arange(n + 1)
     w2 = 1.0 / ((n - 1) * comb(n - 2, np.arange(n - 1)))  # w₂(s), s = 0..n−2
@@ -249,6 +287,7 @@ def _sii(t: np.ndarray, n: int) -> np.ndarray:
     m1 = _marg(e1 + e0, n)
     return _marg2(e2 + 2 * e1 + e0, n) - m1[:, None] - m1[None, :] + e0.sum(axis=0)
 
+# %% ../nbs/05_attribution.ipynb #1660381e
 def interactions(v, # the game: callable, mapping or bitmask-indexed array
                  players # the players
                 ) -> pd.DataFrame:
@@ -258,8 +297,9 @@ def interactions(v, # the game: callable, mapping or bitmask-indexed array
     if t.ndim != 1: raise ValueError("interactions needs one value per coalition (a scalar game)")
     return pd.DataFrame(_sii(t, len(ps)), index=_index(ps), columns=_index(ps))
 
-# %% ../nbs/05_attribution.ipynb #8334c3cd
+# %% ../nbs/05_attribution.ipynb #35722f60
 def _item_game(item_values, players, coalition: str, item: str, value: str):
+    "The per-item game as a mapping coalition → 1-D array over items, and the items' index."
     if isinstance(item_values, pd.DataFrame):
         for c in (coalition, item, value):
             if c not in item_values.columns: raise ValueError(f"item_values lacks column {c!r} (has {list(item_values.columns)})")
@@ -268,12 +308,12 @@ def _item_game(item_values, players, coalition: str, item: str, value: str):
         dup = df.duplicated(["mask", "item"])
         if dup.any():
             r = df[dup].iloc[0]
-            raise ValueError(f"coalition {_fmt(int(r['mask']), players)} has item {r['item']!r} twice")
+            raise ValueError(f"coalition {coalition_label(coalition_of(int(r['mask']), players), players)} has item {r['item']!r} twice")
         items = pd.unique(df["item"])
         wide = df.pivot(index="mask", columns="item", values="value").reindex(columns=items)
         if wide.isna().any().any():
             m, it = wide.stack(future_stack=True).loc[lambda s: s.isna()].index[0]
-            raise ValueError(f"coalition {_fmt(int(m), players)} has no value for item {it!r}")
+            raise ValueError(f"coalition {coalition_label(coalition_of(int(m), players), players)} has no value for item {it!r}")
         return {coalition_of(int(m), players): row for m, row in zip(wide.index, wide.to_numpy())}, pd.Index(items, name="item")
     if isinstance(item_values, Mapping):
         lens = {np.shape(x) for x in item_values.values()}
@@ -281,6 +321,7 @@ def _item_game(item_values, players, coalition: str, item: str, value: str):
         return item_values, pd.RangeIndex(next(iter(lens))[0], name="item")
     raise TypeError(f"item_values must be a DataFrame or a mapping coalition -> array, not {type(item_values).__name__}")
 
+# %% ../nbs/05_attribution.ipynb #815faa09
 def attribute_items(item_values, # long DataFrame (coalition, item, value) or mapping coalition -> 1-D array over items
                     players, # the players
                     method: str = "shapley", # any method of `attribute`

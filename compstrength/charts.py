@@ -12,7 +12,8 @@ from pathlib import Path
 import altair as alt
 import numpy as np
 import pandas as pd
-from scipy import stats
+
+from .analysis import rank_corr
 
 # %% auto #0
 __all__ = ['enable_offline', 'save_chart', 'strength_scatter', 'correlation_heatmap', 'coalition_lattice', 'interaction_heatmap',
@@ -43,17 +44,14 @@ def save_chart(chart: alt.TopLevelMixin, # any Altair chart
     else: chart.save(str(path))
     return path
 
-# %% ../nbs/07a_charts.ipynb #ec21bad8
-def _rho(v: pd.DataFrame, x: str, y: str) -> float:
-    a, b = v[x].to_numpy(float), v[y].to_numpy(float)
-    if len(a) < 2 or np.ptp(a) == 0 or np.ptp(b) == 0: return float("nan")
-    return float(stats.spearmanr(a, b).statistic)
-
+# %% ../nbs/07a_charts.ipynb #d619efe8
 def _label(col: str) -> str:
+    "The axis title of a strength column."
     return {"individual": "individual strength v({i}) − v(∅)", "shapley": "Shapley value", "loo": "leave-one-out",
             "banzhaf": "Banzhaf value", "permutation": "Shapley (permutation estimate)",
             "kernel": "Shapley (KernelSHAP estimate)"}.get(col, col)
 
+# %% ../nbs/07a_charts.ipynb #ec21bad8
 def strength_scatter(values: pd.DataFrame, # the values record (protocol, task, model, individual, shapley, …_ci_low/_ci_high)
                      correlations: pd.DataFrame|None = None, # the correlations record, for ρ in the titles
                      x: str = "individual", # the strength on the x axis
@@ -78,7 +76,7 @@ def strength_scatter(values: pd.DataFrame, # the values record (protocol, task, 
             c = correlations[(correlations.protocol == proto) & (correlations.task == task)
                              & (correlations.x == x) & (correlations.y == y)]
             if len(c): rho = float(c.spearman.iloc[0])
-        if correlations is None or np.isnan(rho): rho = _rho(v, x, y)
+        if correlations is None or np.isnan(rho): rho = rank_corr(v[x], v[y])[0]
         rho_txt = "n/a (a constant strength)" if np.isnan(rho) else f"{rho:.2f}"
         base = alt.Chart(v).encode(x=alt.X(f"{x}:Q", title=_label(x), scale=alt.Scale(domain=[lo, hi], nice=True)),
                                    color=color)
@@ -125,14 +123,16 @@ def correlation_heatmap(correlations: pd.DataFrame, # the correlations record
         column=alt.Column("pool:N", title="pool")).resolve_scale(y="independent").properties(
         title=f"Does individual strength rank models like {_label(y).lower()}? ({stat}, {x} vs {y})")
 
-# %% ../nbs/07a_charts.ipynb #56b04672
+# %% ../nbs/07a_charts.ipynb #570a5f92
 def _lattice_layout(ct: pd.DataFrame, spread: float = 0.7) -> pd.DataFrame:
+    "Each coalition's x: its size, spread sideways in pool order within a size."
     ct = ct.copy()
     ct["rank"] = ct.groupby("size").cumcount()
     n = ct.groupby("size")["rank"].transform("count")
     ct["x"] = ct["size"] + np.where(n > 1, (ct["rank"] / (n - 1).clip(lower=1) - 0.5) * spread, 0.0)
     return ct
 
+# %% ../nbs/07a_charts.ipynb #56b04672
 def coalition_lattice(coalitions: pd.DataFrame, # from `analysis.coalition_table` (one setting)
                       width: int = 420, height: int = 260, # size in pixels
                      ) -> alt.TopLevelMixin:

@@ -7,52 +7,34 @@ Docs: https://compstrength.github.io/compstrength/crl.html.md"""
 # %% ../nbs/12_crl.ipynb #fcbc4f9b
 from __future__ import annotations
 import asyncio, copy, hashlib, json, math, os, time
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from .contract import DEFAULT_URL, LOSS_TYPES, SCALES, TOKEN_ENV, group_advantages, model_name
 from .models import Completion, ModelCallError, ModelClient, ModelSpec, run_sync
 from .protocols import Outcome, Protocol, get_protocol
-from .service import TOKEN_ENV  # one name for the token variable, shared with the service
 from .tasks import Item, Task, load_task, prompt_messages, score
 
 # %% auto #0
-__all__ = ['SCALES', 'group_advantages', 'RewardError', 'EvaluationError', 'SeatClient', 'individual_reward', 'system_reward',
-           'TrainerError', 'TrainerUnavailable', 'TrainerAuthError', 'StalePolicyError', 'TrainerRequestError',
-           'check_rewards', 'TrainerClient', 'CRLConfig', 'train_eval_items', 'CRLRun']
+__all__ = ['RewardError', 'SeatClient', 'individual_reward', 'system_reward', 'TrainerError', 'TrainerUnavailable',
+           'TrainerAuthError', 'StalePolicyError', 'TrainerRequestError', 'check_rewards', 'TrainerClient', 'CRLConfig',
+           'train_eval_items', 'EvaluationError', 'CRLRun']
 
-# %% ../nbs/12_crl.ipynb #c7b49865
-SCALES = ("group", "batch", "none")
-
-def group_advantages(rewards, # (prompts × G) rewards; NaN marks a missing sample
-                     scale: str = "group", # "group", "batch" or "none"
-                     eps: float = 1e-4, # added to the standard deviation
-                    ) -> np.ndarray: # advantages, the same shape
-    "Group-normalised advantages: (r − mean of the prompt's group) / scale."
-    if scale not in SCALES: raise ValueError(f"scale must be one of {SCALES}, not {scale!r}")
-    R = np.atleast_2d(np.asarray(rewards, dtype=float))
-    if np.isinf(R).any(): raise ValueError("rewards must be finite (NaN marks a missing sample)")
-    with np.errstate(invalid="ignore"):
-        centred = R - np.nanmean(R, axis=1, keepdims=True)
-        if scale == "none": return centred
-        std = np.nanstd(R, axis=1, keepdims=True) if scale == "group" else np.nanstd(R)
-        A = centred / (std + eps)
-    return np.where(np.isclose(centred, 0.0, atol=1e-12) & ~np.isnan(R), 0.0, A)
-
-# %% ../nbs/12_crl.ipynb #5353dc64
+# %% ../nbs/12_crl.ipynb #b0a9d610
 class RewardError(RuntimeError):
     "A reward that could not be computed (a failed call, a non-finite value): never scored as 0."
 
-class EvaluationError(RuntimeError):
-    "An evaluation in which a run failed: it has no value, rather than one that counts the failure as a wrong answer."
-
+# %% ../nbs/12_crl.ipynb #583640de
 def _mkey(messages) -> str:
+    "A key for a chat request's messages (a string is one user message)."
     msgs = [{"role": "user", "content": messages}] if isinstance(messages, str) else messages
     return json.dumps([[m["role"], m["content"]] for m in msgs])
 
+# %% ../nbs/12_crl.ipynb #b9c9da8e
 class SeatClient:
     "A client whose `policy` member answers given questions with given outputs; everything else goes to `client`."
     def __init__(self, client: ModelClient, # the pool's client (partners, and the policy's other calls)
@@ -62,17 +44,24 @@ class SeatClient:
         self.client, self.policy, self.seats = client, policy, seats
     def __getattr__(self, k): return getattr(self.client, k)
     async def acomplete(self, model, messages=None, **kw):
+        "The seat's output for the policy's own question; anything else from the wrapped client."
         if model == self.policy and _mkey(messages) in self.seats:
             return Completion(self.seats[_mkey(messages)], model, cached=True)  # sampled by the service, not a call now
         return await self.client.acomplete(model, messages, **kw)
 
-def individual_reward(task: Task, item: Item, text: str) -> float:
+# %% ../nbs/12_crl.ipynb #b735a6a3
+def individual_reward(task: Task, # the task
+                      item: Item, # the item asked
+                      text: str, # the policy's output
+                     ) -> float: # 1.0 right, 0.0 wrong (or the task's partial score)
     "The policy's own correctness on `item` (the individual-RL reward)."
     return float(score(task, item, text).score)
 
+# %% ../nbs/12_crl.ipynb #44e767ac
 async def system_reward(protocol: Protocol, # the collaboration protocol
                         client: ModelClient, # the pool's client
-                        task: Task, item: Item,
+                        task: Task, # the task
+                        item: Item, # the item asked
                         coalition: Sequence[str], # the members, the policy among them
                         policy: str, # the policy's name
                         text: str, # the policy's output for this item
@@ -85,23 +74,43 @@ async def system_reward(protocol: Protocol, # the collaboration protocol
     if not math.isfinite(r): raise RewardError(f"{protocol.name} on {item.id}: non-finite reward {r}")
     return r, out
 
-# %% ../nbs/12_crl.ipynb #16c0dac1
+# %% ../nbs/12_crl.ipynb #b36b35bc
 class TrainerError(RuntimeError): "A training-service request that failed."
+
+# %% ../nbs/12_crl.ipynb #aa2351de
 class TrainerUnavailable(TrainerError): "The training service could not be reached (after retries)."
+
+# %% ../nbs/12_crl.ipynb #024f9f58
 class TrainerAuthError(TrainerError): "The training service refused the bearer token (401)."
+
+# %% ../nbs/12_crl.ipynb #fae4dbb8
 class StalePolicyError(TrainerError): "The train step named a policy version that is no longer current (409)."
+
+# %% ../nbs/12_crl.ipynb #7afbc23f
 class TrainerRequestError(TrainerError): "The training service refused a request (422 or another 4xx)."
 
-def check_rewards(groups: list[dict]):
+# %% ../nbs/12_crl.ipynb #03de9cb6
+def check_rewards(groups: list[dict], # [{prompt, completions, rewards}]
+                 ):
     "Raise `RewardError` for a reward that is not a finite number, before anything is sent."
     for k, g in enumerate(groups):
         for j, r in enumerate(g["rewards"]):
             if not isinstance(r, (int, float)) or not math.isfinite(r):
                 raise RewardError(f"group {k}, sample {j}: reward {r!r} is not a finite number; nothing was sent")
 
+# %% ../nbs/12_crl.ipynb #48fc8282
+class _Retry(Exception): "A 502/503/504 answer: retried like a dropped connection."
+
+# %% ../nbs/12_crl.ipynb #ef1d76fb
+def _detail(r) -> str:
+    "The service's message in a refusal (its JSON `detail`, else the body)."
+    try: return str(r.json().get("detail", r.text))[:500]
+    except Exception: return r.text[:500]
+
+# %% ../nbs/12_crl.ipynb #ca1f326a
 class TrainerClient:
     "HTTP client of the training service (`compstrength serve-trainer`)."
-    def __init__(self, url: str = "http://127.0.0.1:8011", # the service
+    def __init__(self, url: str = DEFAULT_URL, # the service
                  token: str|None = None, # bearer token (default: $COMPSTRENGTH_TRAINER_TOKEN, else `token_file`)
                  token_file: str|Path|None = None, # a file holding the token (the service's `<state_dir>/token`)
                  timeout: float = 600.0, # seconds per request (a CPU step with long completions is slow)
@@ -118,6 +127,7 @@ class TrainerClient:
     def __repr__(self): return f"TrainerClient({self.url!r})"  # never the token
 
     def _request(self, method: str, path: str, **kw) -> dict:
+        "One request: transient failures retried, refusals turned into `TrainerError`s."
         import httpx, tenacity
         def transient(e): return isinstance(e, (httpx.TransportError, _Retry))
         try:
@@ -136,9 +146,15 @@ class TrainerClient:
         if r.status_code >= 400: raise TrainerRequestError(f"{path}: {r.status_code} {detail}")
         return r.json()
 
-    def health(self) -> dict: return self._request("GET", "/health")
-    def checkpoints(self) -> list[dict]: return self._request("GET", "/v1/checkpoints")["checkpoints"]
-    def save_checkpoint(self, name: str) -> dict: return self._request("POST", "/v1/checkpoints", json=dict(name=name))
+    def health(self) -> dict:
+        "The service's state: version, model name for sampling, weights' digest, base model."
+        return self._request("GET", "/health")
+    def checkpoints(self) -> list[dict]:
+        "The saved checkpoints."
+        return self._request("GET", "/v1/checkpoints")["checkpoints"]
+    def save_checkpoint(self, name: str) -> dict:
+        "Save the current adapter under `name`."
+        return self._request("POST", "/v1/checkpoints", json=dict(name=name))
 
     def train_step(self, key: str, # idempotency key: the same key is never applied twice
                    policy_version: int, # the version the samples came from
@@ -177,30 +193,24 @@ class TrainerClient:
         if len(texts) != n: raise TrainerError(f"asked for {n} samples, got {len(texts)} (does the sampler honour n?)")
         return texts
 
-class _Retry(Exception): pass
-
-def _detail(r) -> str:
-    try: return str(r.json().get("detail", r.text))[:500]
-    except Exception: return r.text[:500]
-
-# %% ../nbs/12_crl.ipynb #dd6ac531
-@dataclass
-class CRLConfig:
-    "A C-RL (or individual-RL) training run."
+# %% ../nbs/12_crl.ipynb #5790967f
+class CRLConfig(BaseModel):
+    "A C-RL (or individual-RL) training run; every field is checked when the config is made."
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
     task: str = "arithmetic" # task name or file
     protocol: str = "majority_vote" # the collaboration protocol the policy trains inside
-    protocol_params: dict = field(default_factory=dict) # parameters of the training and evaluation protocols (max_tokens, n_dev…)
-    partners: tuple = ("gemma3-270m", "qwen2.5-coder-0.5b") # the frozen members
+    protocol_params: dict = Field(default_factory=dict) # parameters of the training and evaluation protocols (max_tokens, n_dev…)
+    partners: tuple[str, ...] = ("gemma3-270m", "qwen2.5-coder-0.5b") # the frozen members
     policy: str = "policy" # the policy's name in the pool
     reward: str = "system" # "system" (C-RL) or "individual" (the baseline)
     steps: int = 30 # train steps
     prompts_per_step: int = 2 # prompts (groups) per step
     group_size: int = 4 # G samples per prompt
-    item_meta: dict = field(default_factory=dict) # keep only items whose meta[k] is one of the listed values, e.g. {"difficulty": [1]}
+    item_meta: dict = Field(default_factory=dict) # keep only items whose meta[k] is one of the listed values, e.g. {"difficulty": [1]}
     n_train: int = 12 # training items (from the test split, disjoint from the evaluation items)
     n_eval: int = 16 # held-out evaluation items
     eval_every: int = 10 # evaluate every k steps (and before the first and after the last)
-    eval_protocols: tuple = () # protocols to evaluate in (default: the training protocol)
+    eval_protocols: tuple[str, ...] = () # protocols to evaluate in (default: the training protocol)
     max_tokens: int = 128 # policy sample length
     temperature: float = 0.8 # sampling temperature
     calibration: str = "start" # "start": the policy's dev answers (for protocols that use dev) are its starting version's, fixed for the run; "current": re-asked at every version
@@ -210,17 +220,50 @@ class CRLConfig:
     beta: float = 0.0 # KL coefficient
     seed: int = 0 # item order, sampling seeds
 
-    def validate(self, pool: ModelClient|None = None):
-        "Refuse a bad run before any call."
-        from compstrength.service import LOSS_TYPES
-        if self.calibration not in ("start", "current"): raise ValueError(f"calibration must be 'start' or 'current', not {self.calibration!r}")
-        if self.reward not in ("system", "individual"): raise ValueError(f"reward must be 'system' or 'individual', not {self.reward!r}")
-        if self.advantage not in SCALES: raise ValueError(f"advantage must be one of {SCALES}, not {self.advantage!r}")
-        if self.loss_type not in LOSS_TYPES: raise ValueError(f"loss_type must be one of {LOSS_TYPES}, not {self.loss_type!r}")
-        for k in ("steps", "prompts_per_step", "n_train", "n_eval", "eval_every"):
-            if int(getattr(self, k)) < 1: raise ValueError(f"{k} must be >= 1")
-        if self.group_size < 2: raise ValueError("group_size must be >= 2: a group of one has no advantage")
+    @field_validator("calibration")
+    @classmethod
+    def _calibration(cls, v):
+        if v not in ("start", "current"): raise ValueError(f"calibration must be 'start' or 'current', not {v!r}")
+        return v
+
+    @field_validator("reward")
+    @classmethod
+    def _reward(cls, v):
+        if v not in ("system", "individual"): raise ValueError(f"reward must be 'system' or 'individual', not {v!r}")
+        return v
+
+    @field_validator("advantage")
+    @classmethod
+    def _advantage(cls, v):
+        if v not in SCALES: raise ValueError(f"advantage must be one of {SCALES}, not {v!r}")
+        return v
+
+    @field_validator("loss_type")
+    @classmethod
+    def _loss_type(cls, v):
+        if v not in LOSS_TYPES: raise ValueError(f"loss_type must be one of {LOSS_TYPES}, not {v!r}")
+        return v
+
+    @field_validator("steps", "prompts_per_step", "n_train", "n_eval", "eval_every")
+    @classmethod
+    def _at_least_one(cls, v, info):
+        if v < 1: raise ValueError(f"{info.field_name} must be >= 1")
+        return v
+
+    @field_validator("group_size")
+    @classmethod
+    def _group_size(cls, v):
+        if v < 2: raise ValueError("group_size must be >= 2: a group of one has no advantage")
+        return v
+
+    @model_validator(mode="after")
+    def _policy_not_partner(self):
         if self.policy in self.partners: raise ValueError(f"the policy {self.policy!r} cannot also be a partner")
+        return self
+
+    def validate(self, pool: ModelClient|None = None, # the pool, to check the partners are in it
+                ) -> CRLConfig: # the config itself
+        "Check the run against the world before any call: the partners, the task's items, the protocols."
         if pool is not None:
             for p in self.partners: pool.spec(p)
         task = _filtered(self)
@@ -231,16 +274,25 @@ class CRLConfig:
         return self
 
     @property
-    def coalition(self) -> tuple: return (self.policy, *self.partners)
+    def coalition(self) -> tuple:
+        "The policy and its partners, the policy first."
+        return (self.policy, *self.partners)
     @property
-    def protocols(self) -> tuple: return tuple(dict.fromkeys((self.protocol, *self.eval_protocols)))
-    def digest(self) -> str: return hashlib.sha256(json.dumps(asdict(self), sort_keys=True, default=list).encode()).hexdigest()[:16]
+    def protocols(self) -> tuple:
+        "The training protocol, then the other evaluation protocols, each once."
+        return tuple(dict.fromkeys((self.protocol, *self.eval_protocols)))
+    def digest(self) -> str:
+        "A short hash of the whole config: a run folder holds one config."
+        return hashlib.sha256(json.dumps(self.model_dump(), sort_keys=True, default=list).encode()).hexdigest()[:16]
 
+# %% ../nbs/12_crl.ipynb #009a2701
 def _filtered(cfg: CRLConfig) -> Task:
+    "The task's test split, keeping only the items that match `cfg.item_meta`."
     t = load_task(cfg.task, split="test")
     keep = [it for it in t if all(it.meta.get(k) in list(v) for k, v in cfg.item_meta.items())]
     return Task(t.name, t.kind, keep, t.source)
 
+# %% ../nbs/12_crl.ipynb #f1b762f8
 def train_eval_items(cfg: CRLConfig) -> tuple[Task, Task]:
     "Disjoint training and held-out evaluation items, both from the task's test split (dev stays for calibration)."
     t = _filtered(cfg)
@@ -248,7 +300,11 @@ def train_eval_items(cfg: CRLConfig) -> tuple[Task, Task]:
     ev, tr = sorted(order[:cfg.n_eval]), sorted(order[cfg.n_eval:cfg.n_eval + cfg.n_train])
     return Task(t.name, t.kind, [t[k] for k in tr], t.source), Task(t.name, t.kind, [t[k] for k in ev], t.source)
 
-# %% ../nbs/12_crl.ipynb #ced2731a
+# %% ../nbs/12_crl.ipynb #dadb0fc4
+class EvaluationError(RuntimeError):
+    "An evaluation in which a run failed: it has no value, rather than one that counts the failure as a wrong answer."
+
+# %% ../nbs/12_crl.ipynb #a7f8adba
 class CRLRun:
     "A resumable C-RL / individual-RL training run against the training service."
     def __init__(self, cfg: CRLConfig, # the run
@@ -266,8 +322,11 @@ class CRLRun:
 
     # --- files
     @property
-    def log_file(self) -> Path: return self.dir/"log.jsonl"
+    def log_file(self) -> Path:
+        "The run's append-only log."
+        return self.dir/"log.jsonl"
     def rows(self) -> list[dict]:
+        "The log's rows, as written."
         if not self.log_file.exists(): return []
         return [json.loads(l) for l in self.log_file.read_text().splitlines() if l.strip()]
     def log(self) -> pd.DataFrame:
@@ -278,7 +337,7 @@ class CRLRun:
 
     def _meta(self, health: dict):
         f = self.dir/"meta.json"
-        meta = dict(config=asdict(self.cfg), digest=self.cfg.digest(), service_id=health["service_id"],
+        meta = dict(config=self.cfg.model_dump(), digest=self.cfg.digest(), service_id=health["service_id"],
                     base_model=health["base_model"], start_version=health["policy_version"], start_digest=health["policy_digest"])
         if not f.exists(): f.write_text(json.dumps(meta, indent=1, default=list)); return meta
         old = json.loads(f.read_text())
@@ -334,7 +393,7 @@ class CRLRun:
         if getattr(self, "_proto", None) is None:
             p = get_protocol(cfg.protocol, **cfg.protocol_params)
             if p.uses_dev:  # the policy's dev answers at the run's starting version (from the call cache on a resume)
-                h0 = {**health, "policy_version": self._start, "model_name_for_sampling": f"policy-v{self._start}", "policy_digest": self._start_digest}
+                h0 = {**health, "policy_version": self._start, "model_name_for_sampling": model_name(self._start), "policy_digest": self._start_digest}
                 await p.dev_stats(self._pool_at(h0), self.train_items, cfg.policy)
             self._proto = p
         return self._proto

@@ -6,21 +6,24 @@ Docs: https://compstrength.github.io/compstrength/game.html.md"""
 
 # %% ../nbs/06_game.ipynb #7aad6c7c
 from __future__ import annotations
-import asyncio, hashlib, itertools, json
-from pathlib import Path
+import asyncio, hashlib, itertools, json, weakref
 from typing import Iterable, Sequence
+from pathlib import Path
 
 import diskcache
 import numpy as np
 import pandas as pd
+from fastcore.basics import patch
 from tqdm.auto import tqdm
 
-from .models import ModelCallError, ModelClient, home_dir, run_sync
+from .attribution import coalition_label, parse_coalition
+from .files import home_dir
+from .models import ModelCallError, ModelClient, run_sync
 from .protocols import Protocol
-from .tasks import Task, score
+from .tasks import Item, Task, score
 
 # %% auto #0
-__all__ = ['OUTCOME_COLUMNS', 'all_coalitions', 'coalition_label', 'parse_coalition', 'CoalitionGame']
+__all__ = ['OUTCOME_COLUMNS', 'all_coalitions', 'CoalitionGame', 'item_values']
 
 # %% ../nbs/06_game.ipynb #083473bb
 def all_coalitions(players: Sequence[str], # the pool, in order
@@ -30,19 +33,9 @@ def all_coalitions(players: Sequence[str], # the pool, in order
     sizes = range(0 if include_empty else 1, len(players) + 1)
     return [frozenset(c) for k in sizes for c in itertools.combinations(players, k)]
 
-def coalition_label(coalition: Iterable[str], players: Sequence[str]) -> str:
-    "`a+b+c` in pool order ('∅' for the empty coalition)."
-    c = set(coalition)
-    return "+".join(p for p in players if p in c) or "∅"
-
-def parse_coalition(label: str) -> frozenset:
-    "The coalition a label names: `a+b+c`, or `∅`/empty for the empty coalition."
-    label = str(label).strip()
-    return frozenset() if label in ("", "∅") else frozenset(p.strip() for p in label.split("+"))
-
 # %% ../nbs/06_game.ipynb #1365e7f4
-OUTCOME_COLUMNS = ["protocol", "task", "coalition", "size", "item", "score", "answer", "gold", "calls",
-                   "model_calls", "tokens", "cost", "error", "transcript"]
+OUTCOME_COLUMNS = ["protocol", "family", "upper_bound", "task", "coalition", "size", "item", "score", "answer", "gold",
+                   "calls", "model_calls", "tokens", "cost", "error", "transcript"]
 
 class CoalitionGame:
     "v(S) for coalitions of a pool, under one protocol on one task."
@@ -67,6 +60,7 @@ class CoalitionGame:
             raise ValueError(f"empty_value must be a number or 'chance', not {empty_value!r}")
         self.empty_value, self.max_concurrency, self.progress = empty_value, max_concurrency, progress
         self.cache = diskcache.Cache(str(cache_dir or home_dir()/"coalitions"))
+        self._limits = weakref.WeakKeyDictionary()  # event loop → semaphore of `max_concurrency`
 
     def v_empty(self) -> float:
         "v(∅), as documented above."
@@ -80,36 +74,73 @@ class CoalitionGame:
                  pool=[self.client.spec(p).cache_identity for p in sorted(coalition)])
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
 
-# %% ../nbs/06_game.ipynb #a3da7c3c
-async def _run_one(self: CoalitionGame, coalition: frozenset, item, sem) -> dict:
+# %% ../nbs/06_game.ipynb #1e7220de
+@patch
+def _outcome(self: CoalitionGame,
+             row: dict, # a stored or fresh row
+             **kw, # columns to set (model_calls) or add (cached)
+            ) -> dict: # the columns of `OUTCOME_COLUMNS` in order, then the added ones
+    "`row` as an outcome row, with its setting filled in."
+    r = {**row, "family": self.protocol.family, "upper_bound": bool(self.protocol.upper_bound)}
+    return {**{c: r.get(c) for c in OUTCOME_COLUMNS}, **kw}
+
+# %% ../nbs/06_game.ipynb #996d8ff7
+@patch
+def lookup(self: CoalitionGame,
+           coalition: Iterable[str], # the coalition's members
+           item: Item|str, # an item of the task, or its id
+          ) -> dict|None: # the outcome row (`cached` True, no model calls), or None when not cached
+    "The cached outcome of (`coalition`, `item`), with no model call."
+    hit = self.cache.get(self.key(frozenset(coalition), getattr(item, "id", item)))
+    return None if hit is None else self._outcome(hit, model_calls=0, cached=True)
+
+# %% ../nbs/06_game.ipynb #f6062de0
+@patch
+def _limit(self: CoalitionGame) -> asyncio.Semaphore:
+    "The semaphore of `max_concurrency` protocol runs in the running event loop."
+    loop = asyncio.get_running_loop()
+    if loop not in self._limits: self._limits[loop] = asyncio.Semaphore(self.max_concurrency)
+    return self._limits[loop]
+
+# %% ../nbs/06_game.ipynb #fa0643da
+@patch
+async def arun_one(self: CoalitionGame,
+                   coalition: Iterable[str], # the coalition's members
+                   item: Item, # an item of the task
+                  ) -> dict: # the outcome row, with `cached`
+    "The outcome of (`coalition`, `item`): from the coalition cache, else one protocol run."
+    coalition = frozenset(coalition)
+    hit = self.lookup(coalition, item)
+    if hit is not None: return hit
     key = self.key(coalition, item.id)
-    hit = self.cache.get(key)
-    if hit is not None: return {**hit, "model_calls": 0, "cached": True}
     members = tuple(p for p in self.players if p in coalition)
     row = dict(protocol=self.protocol.name, task=self.task.name, coalition=coalition_label(coalition, self.players),
                size=len(members), item=item.id, gold=item.answer, transcript=key)
-    async with sem:
+    async with self._limit():
         try: out = await self.protocol.run(self.client, self.task, item, members)
         except ModelCallError as e:
-            return {**row, "score": float("nan"), "answer": None, "calls": 0, "model_calls": 0,
-                    "tokens": 0, "cost": 0.0, "error": str(e)[:300], "cached": False}
+            return self._outcome({**row, "score": float("nan"), "answer": None, "calls": 0, "model_calls": 0,
+                                  "tokens": 0, "cost": 0.0, "error": str(e)[:300]}, cached=False)
     s = score(self.task, item, out.final)
     row.update(score=s.score, answer=out.answer, calls=out.calls, model_calls=out.model_calls,
                tokens=out.tokens, cost=out.cost, error=None)
     self.cache.set(key, {**row, "transcript_calls": out.transcript})
-    return {**row, "cached": False}
-CoalitionGame._run_one = _run_one
+    return self._outcome(row, cached=False)
 
-# %% ../nbs/06_game.ipynb #e0b7724b
-async def _aevaluate(self: CoalitionGame, coalitions: Iterable|None = None) -> pd.DataFrame:
+# %% ../nbs/06_game.ipynb #410799f3
+@patch
+async def aevaluate(self: CoalitionGame,
+                    coalitions: Iterable|None = None, # coalitions (default: all non-empty)
+                   ) -> pd.DataFrame: # one row per (coalition, item)
+    "Outcomes of `coalitions` on every item, from an event loop."
     cs = [frozenset(c) for c in (coalitions if coalitions is not None else all_coalitions(self.players))]
     for c in cs:
         unknown = set(c) - set(self.players)
         if unknown: raise ValueError(f"coalition {sorted(c)} has players not in the pool: {sorted(unknown)}")
         if c: self.protocol.validate(tuple(p for p in self.players if p in c), self.task)
     cs = [c for c in dict.fromkeys(cs) if c]
-    sem, n0 = asyncio.Semaphore(self.max_concurrency), len(self.client.log)
-    jobs = [asyncio.ensure_future(self._run_one(c, it, sem)) for c in cs for it in self.task]
+    n0 = len(self.client.log)
+    jobs = [asyncio.ensure_future(self.arun_one(c, it)) for c in cs for it in self.task]
     rows = []
     with tqdm(total=len(jobs), desc=f"{self.protocol.name} × {self.task.name}", disable=not self.progress, unit="run") as bar:
         try:
@@ -128,30 +159,49 @@ async def _aevaluate(self: CoalitionGame, coalitions: Iterable|None = None) -> p
     df["_i"] = df.item.map({it.id: k for k, it in enumerate(self.task)})
     return df.sort_values(["_o", "_i"])[OUTCOME_COLUMNS + ["cached"]].reset_index(drop=True)
 
-def _evaluate(self: CoalitionGame, coalitions: Iterable|None = None # coalitions (default: all non-empty)
-             ) -> pd.DataFrame: # one row per (coalition, item)
+# %% ../nbs/06_game.ipynb #d9b45257
+@patch
+def evaluate(self: CoalitionGame,
+             coalitions: Iterable|None = None, # coalitions (default: all non-empty)
+            ) -> pd.DataFrame: # one row per (coalition, item)
     "Outcomes of `coalitions` on every item."
-    return run_sync(self._aevaluate(coalitions))
-CoalitionGame._aevaluate, CoalitionGame.evaluate = _aevaluate, _evaluate
+    return run_sync(self.aevaluate(coalitions))
 
-# %% ../nbs/06_game.ipynb #6df3e4b3
-def _check_errors(outcomes: pd.DataFrame, drop_errors: bool) -> pd.DataFrame:
+# %% ../nbs/06_game.ipynb #fe78598b
+def item_values(outcomes: pd.DataFrame, # outcome rows of one setting (protocol, task)
+                items: Sequence[str]|None = None, # item ids in the order wanted (default: as they first appear)
+                empty_value: float = 0.0, # v(∅) on every item
+                drop_errors: bool = False, # drop the items with an error in any coalition (else raise)
+               ) -> dict: # frozenset → per-item scores, ∅ included
+    "The per-item game of one setting's outcomes: frozenset → array of scores over items."
+    settings = outcomes[[c for c in ("protocol", "task") if c in outcomes.columns]].drop_duplicates()
+    if len(settings) > 1: raise ValueError(f"the outcomes hold {len(settings)} settings (protocol, task): pick one")
     bad = outcomes[outcomes.error.notna()]
     if len(bad) and not drop_errors:
         raise ValueError(f"{len(bad)} outcomes are errors (first: {bad.error.iloc[0][:120]}); "
                          f"rerun to retry them, or pass drop_errors=True to drop their items from every coalition")
-    return outcomes[~outcomes.item.isin(set(bad.item))]
-
-def _item_values(self: CoalitionGame, outcomes: pd.DataFrame, drop_errors: bool = False) -> dict:
-    "frozenset → array of per-item scores (items in task order; ∅ is `v_empty` per item)."
-    ok = _check_errors(outcomes, drop_errors)
+    ok = outcomes[~outcomes.item.isin(set(bad.item))]
     wide = ok.pivot(index="item", columns="coalition", values="score")
-    wide = wide.loc[[it.id for it in self.task if it.id in wide.index]]
+    order = list(items) if items is not None else list(pd.unique(ok.item))
+    wide = wide.loc[[i for i in order if i in wide.index]]
     out = {parse_coalition(c): wide[c].to_numpy(float) for c in wide.columns}
-    out[frozenset()] = np.full(len(wide), self.v_empty())
+    out[frozenset()] = np.full(len(wide), float(empty_value))
     return out
 
-def _values(self: CoalitionGame, outcomes: pd.DataFrame, drop_errors: bool = False) -> dict:
+# %% ../nbs/06_game.ipynb #adc3aa59
+@patch
+def item_values(self: CoalitionGame,
+                outcomes: pd.DataFrame, # from `evaluate`
+                drop_errors: bool = False, # drop the items with an error in any coalition (else raise)
+               ) -> dict: # frozenset → per-item scores, ∅ included
+    "The per-item game: items in task order, ∅ is `v_empty` on every item."
+    return item_values(outcomes, [it.id for it in self.task], self.v_empty(), drop_errors)
+
+# %% ../nbs/06_game.ipynb #653b536a
+@patch
+def values(self: CoalitionGame,
+           outcomes: pd.DataFrame, # from `evaluate`
+           drop_errors: bool = False, # drop the items with an error in any coalition (else raise)
+          ) -> dict: # frozenset → v(S), ∅ included
     "frozenset → v(S), the mean score over items."
     return {c: float(v.mean()) for c, v in self.item_values(outcomes, drop_errors).items()}
-CoalitionGame.item_values, CoalitionGame.values = _item_values, _values

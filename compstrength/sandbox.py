@@ -13,10 +13,11 @@ from pathlib import Path
 # %% auto #0
 __all__ = ['SandboxError', 'SandboxResult', 'bwrap_path', 'run_sandboxed']
 
-# %% ../nbs/02_sandbox.ipynb #858bb0e3
+# %% ../nbs/02_sandbox.ipynb #f6b95aa9
 class SandboxError(RuntimeError):
     "The sandbox itself could not run the code (not a failure of the code)."
 
+# %% ../nbs/02_sandbox.ipynb #281ae5b1
 @dataclass
 class SandboxResult:
     "What happened to one sandboxed program."
@@ -29,6 +30,7 @@ class SandboxResult:
     @property
     def passed(self) -> bool: return self.returncode == 0 and not self.timed_out
 
+# %% ../nbs/02_sandbox.ipynb #135002f3
 def _limits(memory_mb: int, cpu_s: int, fsize_mb: int):
     def f():
         resource.setrlimit(resource.RLIMIT_AS, (memory_mb << 20, memory_mb << 20))
@@ -37,11 +39,12 @@ def _limits(memory_mb: int, cpu_s: int, fsize_mb: int):
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     return f
 
+# %% ../nbs/02_sandbox.ipynb #5ecb8322
 def bwrap_path() -> str|None:
     "The bubblewrap binary, if installed."
     return shutil.which("bwrap")
 
-# %% ../nbs/02_sandbox.ipynb #8e0f1ad3
+# %% ../nbs/02_sandbox.ipynb #d6274cf5
 def _command(workdir: Path, prog: Path, bwrap: str|None) -> list[str]:
     py = os.path.realpath(sys.executable)
     if not bwrap: return [py, "-I", str(prog)]
@@ -56,6 +59,7 @@ def _command(workdir: Path, prog: Path, bwrap: str|None) -> list[str]:
             py, "-I", str(prog)]
     return cmd
 
+# %% ../nbs/02_sandbox.ipynb #9167fc41
 def run_sandboxed(code: str, # Python source to run
                   timeout: float = 10.0, # wall-clock seconds
                   memory_mb: int = 1024, # address-space limit

@@ -6,64 +6,27 @@ Docs: https://compstrength.github.io/compstrength/service.html.md"""
 
 # %% ../nbs/11_service.ipynb #a2b61519
 from __future__ import annotations
-import contextlib, hashlib, hmac, json, math, os, re, secrets, shutil, threading, time
+import contextlib, hashlib, hmac, json, os, re, secrets, shutil, threading, time
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, Field, field_validator
 
-from .models import home_dir
+from .contract import DEFAULT_BASE, DEFAULT_HOST, DEFAULT_PORT, LOSS_TYPES, TOKEN_ENV
+from .contract import TrainStep, group_advantages, model_name
+from .files import fetch_model, home_dir
 
 # %% auto #0
-__all__ = ['LOSS_TYPES', 'GGUF_BASES', 'TOKEN_ENV', 'CompletionIn', 'Group', 'TrainStep', 'ServiceError', 'checkpoint_path',
-           'base_model_dir', 'aggregate_loss', 'Policy', 'model_name', 'TrainerState', 'service_token', 'make_app',
-           'serve']
+__all__ = ['GGUF_BASES', 'ServiceError', 'checkpoint_path', 'base_model_dir', 'aggregate_loss', 'Policy', 'TrainerState',
+           'service_token', 'make_app', 'serve']
 
-# %% ../nbs/11_service.ipynb #89b211f8
-class CompletionIn(BaseModel):
-    text: str
-    token_ids: list[int]|None = None  # the sampled tokens, if the client kept them
-    logprobs: list[float]|None = None  # their log-probabilities under the sampling policy
-
-class Group(BaseModel):
-    prompt: str|list[dict]  # chat messages (the chat template is applied), or a raw prompt string
-    completions: list[CompletionIn] = Field(min_length=1)
-    rewards: list[float] = Field(min_length=1)
-
-    @field_validator("rewards")
-    @classmethod
-    def _finite(cls, v):
-        bad = [k for k, r in enumerate(v) if not math.isfinite(r)]
-        if bad: raise ValueError(f"rewards must be finite numbers; got {[v[k] for k in bad]} at positions {bad}")
-        return v
-
-    def model_post_init(self, _):
-        if len(self.rewards) != len(self.completions):
-            raise ValueError(f"{len(self.completions)} completions but {len(self.rewards)} rewards")
-
-LOSS_TYPES = ("grpo", "dapo", "dr_grpo", "bnpo")
-
-class TrainStep(BaseModel):
-    idempotency_key: str = Field(min_length=1, max_length=200)
-    policy_version: int
-    groups: list[Group] = Field(min_length=1)
-    advantage: Literal["group", "batch", "none"] = "group"
-    loss_type: Literal["grpo", "dapo", "dr_grpo", "bnpo"] = "grpo"
-    learning_rate: float = Field(default=1e-4, gt=0, le=1.0)
-    beta: float = Field(default=0.0, ge=0)  # KL coefficient against the base model
-    epsilon: float = Field(default=0.2, gt=0)  # ratio clipping
-    max_grad_norm: float = Field(default=1.0, gt=0)
-
-    def digest(self) -> str:
-        "A hash of everything but the key: a reused key with a different body is refused."
-        return hashlib.sha256(self.model_dump_json(exclude={"idempotency_key"}).encode()).hexdigest()
-
-# %% ../nbs/11_service.ipynb #050c46e9
+# %% ../nbs/11_service.ipynb #ffba2dbf
 class ServiceError(ValueError):
     "A request the service refuses, with the HTTP status to answer."
-    def __init__(self, status: int, msg: str): super().__init__(msg); self.status = status
+    def __init__(self, status: int, # the HTTP status to answer
+                 msg: str, # what the client is told
+                ): super().__init__(msg); self.status = status
 
+# %% ../nbs/11_service.ipynb #feb90360
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 def checkpoint_path(root: Path, # the checkpoint folder
@@ -80,7 +43,7 @@ def checkpoint_path(root: Path, # the checkpoint folder
 # %% ../nbs/11_service.ipynb #9bd59bd5
 GGUF_BASES = {"smollm2-135m": "SmolLM2-135M-Instruct", "qwen2.5-coder-0.5b": "Qwen2.5-Coder-0.5B-Instruct"}
 
-def base_model_dir(base: str = "smollm2-135m", # an embedded pool member, or a Hugging Face folder
+def base_model_dir(base: str = DEFAULT_BASE, # an embedded pool member, or a Hugging Face folder
                   ) -> Path: # a folder `from_pretrained` loads
     "The base model as a Hugging Face folder (converted from the embedded GGUF once)."
     if base not in GGUF_BASES:
@@ -90,7 +53,6 @@ def base_model_dir(base: str = "smollm2-135m", # an embedded pool member, or a H
     if (out/"config.json").exists() and (out/"model.safetensors").exists(): return out
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
-    from compstrength.local import fetch_model
     gguf = fetch_model(base)  # verified against its pinned sha256
     tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32,
@@ -113,15 +75,17 @@ def aggregate_loss(per_token, # (sequences × tokens) loss
     if loss_type == "dr_grpo": return (per_token * mask).sum() / (per_token.shape[0] * per_token.shape[1])
     raise ValueError(f"unknown loss_type {loss_type!r}: use one of {LOSS_TYPES}")
 
-# %% ../nbs/11_service.ipynb #c8687c65
+# %% ../nbs/11_service.ipynb #2bf95891
 def _device(device: str|None):
+    "The torch device for `device` ('auto': cuda where there is one, else cpu)."
     import torch
     if device and device != "auto": return torch.device(device)
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
+# %% ../nbs/11_service.ipynb #de0d630c
 class Policy:
     "A base model with a trainable LoRA adapter: samples, log-probabilities and group policy-gradient steps."
-    def __init__(self, base: str = "smollm2-135m", # embedded member or Hugging Face folder
+    def __init__(self, base: str = DEFAULT_BASE, # embedded member or Hugging Face folder
                  adapter: str|Path|None = None, # an adapter folder to resume from (else a fresh LoRA)
                  lora_r: int = 8, # LoRA rank
                  lora_alpha: int = 16, # LoRA alpha
@@ -221,7 +185,6 @@ class Policy:
     def step(self, req: TrainStep) -> dict:
         "One group policy-gradient step: advantages, clipped surrogate, optional KL, one optimizer step."
         import torch
-        from compstrength.crl import group_advantages
         t0 = time.time()
         G = max(len(g.rewards) for g in req.groups)
         R = np.full((len(req.groups), G), np.nan)
@@ -277,17 +240,16 @@ class Policy:
         torch.save(self.opt.state_dict(), Path(folder)/"optimizer.pt")
 
     def load_optimizer(self, folder: Path):
+        "Restore the optimizer state saved beside an adapter (if any)."
         import torch
         f = Path(folder)/"optimizer.pt"
         if f.exists(): self.opt.load_state_dict(torch.load(f, map_location=self.device))
 
 # %% ../nbs/11_service.ipynb #8a6f90b6
-def model_name(version: int) -> str: return f"policy-v{version}"
-
 class TrainerState:
     "The policy, its version and the idempotency record, persisted in a state folder."
     def __init__(self, state_dir: str|Path, # versions, checkpoints and the token file live here
-                 base: str = "smollm2-135m", # base model
+                 base: str = DEFAULT_BASE, # base model
                  backend: str = "transformers", # transformers or vllm
                  vllm_url: str|None = None, # the vLLM server (vllm backend)
                  keep_versions: int = 2, # version folders kept on disk
@@ -338,6 +300,7 @@ class TrainerState:
             httpx.post(f"{self.vllm_url}/v1/unload_lora_adapter", json=dict(lora_name=model_name(self.version - 1)), timeout=60)
 
     def health(self) -> dict:
+        "The service's state as `GET /health` answers it."
         return dict(status="ok", service_id=self.service_id, base_model=self.base, policy_version=self.version, policy_digest=self.digest, step=self.step_n, backend=self.backend,
                     model_name_for_sampling=model_name(self.version), device=str(self.policy.device),
                     sampling_api_base=f"{self.vllm_url}/v1" if self.backend == "vllm" else None)
@@ -363,6 +326,7 @@ class TrainerState:
             return {**resp, "replayed": False}
 
     def save_checkpoint(self, name: str) -> dict:
+        "Save the current adapter as checkpoint `name` (409 if it exists)."
         p = checkpoint_path(self.dir/"checkpoints", name)
         with self.lock:
             if p.exists(): raise ServiceError(409, f"checkpoint {name!r} exists; choose another name")
@@ -371,6 +335,7 @@ class TrainerState:
         return dict(name=name, path=str(p), policy_version=self.version, step=self.step_n)
 
     def checkpoints(self) -> list[dict]:
+        "The saved checkpoints, with the version and step each was saved at."
         out = []
         for p in sorted((self.dir/"checkpoints").iterdir()):
             meta = json.loads((p/"compstrength.json").read_text()) if (p/"compstrength.json").exists() else {}
@@ -378,9 +343,8 @@ class TrainerState:
         return out
 
 # %% ../nbs/11_service.ipynb #53e0d093
-TOKEN_ENV = "COMPSTRENGTH_TRAINER_TOKEN"
-
-def service_token(state_dir: str|Path) -> str:
+def service_token(state_dir: str|Path, # the state folder, which holds the token file
+                 ) -> str: # the bearer token
     "The bearer token: `$COMPSTRENGTH_TRAINER_TOKEN`, else the state folder's token file (created if missing)."
     if os.environ.get(TOKEN_ENV): return os.environ[TOKEN_ENV]
     f = Path(state_dir)/"token"
@@ -390,10 +354,12 @@ def service_token(state_dir: str|Path) -> str:
         with os.fdopen(fd, "w") as h: h.write(secrets.token_urlsafe(32))
     return f.read_text().strip()
 
-# %% ../nbs/11_service.ipynb #ce437bac
+# %% ../nbs/11_service.ipynb #5be8e90c
 def _openai_logprobs_chat(s: dict) -> dict:
+    "A sample's tokens and log-probabilities in the chat-completions `logprobs` shape."
     return dict(content=[dict(token=t, logprob=lp, top_logprobs=[]) for t, lp in zip(s["tokens"], s["logprobs"])])
 
+# %% ../nbs/11_service.ipynb #b661c029
 def make_app(state: TrainerState, # the service state
              token: str, # the bearer token every request must carry
             ):
@@ -481,9 +447,9 @@ def make_app(state: TrainerState, # the service state
 
 # %% ../nbs/11_service.ipynb #2261978b
 def serve(state_dir: str|Path|None = None, # state folder (default: `home_dir()/trainer`)
-          host: str = "127.0.0.1", # bind address
-          port: int = 8011, # port
-          base: str = "smollm2-135m", # base model
+          host: str = DEFAULT_HOST, # bind address
+          port: int = DEFAULT_PORT, # port
+          base: str = DEFAULT_BASE, # base model
           backend: str = "transformers", # transformers or vllm
           vllm_url: str|None = None, # vLLM server for the vllm backend
           log_level: str = "warning", # uvicorn log level

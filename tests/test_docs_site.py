@@ -73,6 +73,11 @@ def test_pages_and_api(site):
                       ("build_docs", "docs.html")]:
         assert f'<a href="{page}#{sym}"><code>{sym}</code></a>' in api, sym
         assert f'class="api-entry" id="{sym}"' in (site/page).read_text(), sym
+    # methods: a `@patch`'d one gets its entry on its page and in api.html, as `Class.method`
+    for sym, page in [("CoalitionGame.evaluate", "game.html"), ("ModelClient.acomplete", "models.html")]:
+        anchor = sym.lower()
+        assert f'<a href="{page}#{anchor}"><code>{sym}</code></a>' in api, sym
+        assert f'class="api-entry" id="{anchor}"' in (site/page).read_text(), sym
     att = (site/"attribution.html").read_text()
     entry = att.split('class="api-entry" id="attribute"')[1].split("</div>")[0]
     assert "def attribute(" in re.sub("<[^>]+>", "", entry) and "#" in entry  # the signature with its docments comments

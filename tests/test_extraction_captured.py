@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from compstrength.local import MEMBERS
 from compstrength.tasks import extract_number, extract_choice
 
 DATA = Path(__file__).resolve().parent.parent/"data"/"captured"
@@ -14,7 +15,7 @@ CASES = [json.loads(l) for l in (DATA/"extraction_cases.jsonl").read_text().spli
 
 
 def test_cases_cover_every_member_and_style():
-    assert {c["model"] for c in CASES} == {"smollm2-135m", "gemma3-270m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"}
+    assert {c["model"] for c in CASES} == set(MEMBERS)
     assert {c["kind"] for c in CASES} == {"numeric", "choice"}
     styles = {"\\boxed": 0, "answer is": 0, "```output": 0}
     for c in CASES:

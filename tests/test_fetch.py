@@ -3,7 +3,8 @@ import hashlib, zipfile
 
 import pytest
 
-from compstrength.local import Artifact, ChecksumError, LocalPool, fetch_artifact, _wheel_name
+from compstrength.files import MODEL_ARTIFACTS, Artifact, ChecksumError, fetch_artifact, _wheel_name
+from compstrength.local import MEMBERS, LocalPool
 
 
 def _wheel(dirpath, pkg, ver, member, data):
@@ -29,8 +30,9 @@ def test_assembled_file_with_wrong_hash_is_refused_and_not_kept(tmp_path):
 
 def test_corrupted_model_in_store_refuses_to_start(isolated_home, tmp_path):
     store = tmp_path/"models"; store.mkdir()
-    bad = store/"smollm2-135m.gguf"; bad.write_bytes(b"GGUF but not the real weights")
-    pool = LocalPool(["smollm2-135m"], store=store)
+    name = next(iter(MEMBERS))
+    bad = store/MODEL_ARTIFACTS[name].name; bad.write_bytes(b"GGUF but not the real weights")
+    pool = LocalPool([name], store=store)
     with pytest.raises(ChecksumError, match=str(bad)):
         pool.up()
     assert pool.servers == {} and pool._owned == {}

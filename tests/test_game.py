@@ -49,3 +49,22 @@ def test_shared_calls_are_made_once(tmp_path):
     out = game.evaluate()
     assert int(out.calls.sum()) == sum(len(c) for c in all_coalitions(game.players)) * len(task)   # 32 × 10 requests
     assert len({r.key for r in client.log}) == 4 * len(task)                                    # 40 distinct
+
+
+def test_lookup_and_arun_one(tmp_path):
+    "`lookup` reads the coalition cache with no call; `arun_one` fills it; rows carry their setting, which is not stored."
+    from compstrength.game import OUTCOME_COLUMNS
+    from compstrength.models import run_sync
+    task = load_task("arithmetic", split="test", limit=2, seed=0)
+    client = _client()
+    game = CoalitionGame(client, MajorityVote(), task, cache_dir=tmp_path, progress=False, max_concurrency=1)
+    c, it = {"smollm2-135m"}, task.items[0]
+    assert game.lookup(c, it) is None and not client.log               # no call
+    row = run_sync(game.arun_one(c, it))
+    assert list(row) == OUTCOME_COLUMNS + ["cached"] and row["cached"] is False
+    assert (row["family"], row["upper_bound"]) == ("text", False)
+    stored = game.cache.get(game.key(c, it.id))
+    assert "family" not in stored and "upper_bound" not in stored   # caches written before these columns stay valid
+    n = len(client.log)
+    assert game.lookup(c, it.id) == {**row, "model_calls": 0, "cached": True}
+    assert run_sync(game.arun_one(c, it))["cached"] is True and len(client.log) == n

@@ -2,11 +2,13 @@
 live (slow, `pool`), and replayed from the recording that live run made (fast). Also singletons,
 the empty coalition, too few members and budget enforcement, each before or without a model call."""
 import os
+from pathlib import Path
 
 import pytest
 
 from compstrength.local import pool_specs
-from compstrength.models import ModelClient, data_dir, run_sync
+from compstrength.files import data_dir
+from compstrength.models import ModelClient, run_sync
 from compstrength.protocols import (PROTOCOLS, BudgetExceeded, FixedClient, MajorityVote, ProtocolError,
                                     available_protocols, extract_answer, get_protocol)
 from compstrength.tasks import load_task, score
@@ -52,7 +54,22 @@ def test_twelve_protocols_in_three_families_plus_weight_note():
     for n in NAMES:
         d = get_protocol(n).describe()
         assert d["min_size"] >= 1 and d["singleton"] and d["budget"] and isinstance(d["roles"], dict)
-    assert "weight level" in (data_dir().parent/"nbs"/"04_protocols.ipynb").read_text().lower()
+    assert "weight level" in (data_dir().parent/"nbs"/"04d_protocols.ipynb").read_text().lower()
+
+
+def test_protocol_modules_import_downward_only():
+    "The base imports no family, a family imports the base and never a sibling, the registry imports them all."
+    import ast, compstrength
+    order = ["proto_base", "proto_api", "proto_text", "proto_logit", "protocols"]
+    def imported(mod):
+        tree = ast.parse((Path(compstrength.__file__).parent/f"{mod}.py").read_text())
+        return {n.module.lstrip(".").removeprefix("compstrength.") for n in ast.walk(tree)
+                if isinstance(n, ast.ImportFrom) and n.module and (n.level or n.module.startswith("compstrength"))}
+    deps = {m: imported(m) & set(order) for m in order}
+    assert deps == {"proto_base": set(), "proto_api": {"proto_base"}, "proto_text": {"proto_base"},
+                    "proto_logit": {"proto_base"}, "protocols": {"proto_base", "proto_api", "proto_text", "proto_logit"}}
+    import compstrength.protocols as reg, compstrength.proto_base as base
+    assert reg.PROTOCOLS is base.PROTOCOLS and reg.Protocol is base.Protocol and reg.MajorityVote.__module__ == "compstrength.proto_text"
 
 
 @pytest.mark.parametrize("name", NAMES)

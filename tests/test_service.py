@@ -9,6 +9,7 @@ import pytest
 
 from compstrength.crl import (RewardError, StalePolicyError, TrainerAuthError, TrainerClient,
                               TrainerRequestError, TrainerUnavailable)
+from compstrength.contract import DEFAULT_BASE, TOKEN_ENV, model_name
 
 TOKEN = "svc-test-" + "x7Q2" * 6
 PROMPT = [{"role": "user", "content": "What is 7 + 5? Finish with 'The answer is N.'"}]
@@ -28,8 +29,8 @@ class Service:
     def url(self): return f"http://127.0.0.1:{self.port}"
 
     def start(self):
-        env = {k: v for k, v in os.environ.items() if k != "COMPSTRENGTH_TRAINER_TOKEN"}
-        if self.token: env["COMPSTRENGTH_TRAINER_TOKEN"] = self.token
+        env = {k: v for k, v in os.environ.items() if k != TOKEN_ENV}
+        if self.token: env[TOKEN_ENV] = self.token
         cmd = [sys.executable, "-c", "import sys; from compstrength.cli import main; sys.exit(main())",
                "serve-trainer", "--state-dir", str(self.dir), "--port", str(self.port)]
         self.proc = subprocess.Popen(cmd, env=env, stdout=open(self.log, "a"), stderr=subprocess.STDOUT)
@@ -75,15 +76,15 @@ def step_body(svc, key, version=None, rewards=(1.0, 0.0)):
 def test_auth_on_every_route(svc):
     routes = [("GET", "/health", None), ("POST", "/v1/train_step", {}), ("GET", "/v1/checkpoints", None),
               ("POST", "/v1/checkpoints", {"name": "x"}), ("GET", "/v1/models", None),
-              ("POST", "/v1/chat/completions", {"model": "policy-v0", "messages": PROMPT}),
-              ("POST", "/v1/completions", {"model": "policy-v0", "prompt": "hi"})]
+              ("POST", "/v1/chat/completions", {"model": model_name(0), "messages": PROMPT}),
+              ("POST", "/v1/completions", {"model": model_name(0), "prompt": "hi"})]
     for method, path, body in routes:
         for tok in (None, "wrong-token"):
             r = api(svc, tok).request(method, path, json=body)
             assert r.status_code == 401, (path, tok, r.status_code)
     h = api(svc).get("/health").json()
     assert {"status", "base_model", "policy_version", "backend", "service_id", "model_name_for_sampling"} <= set(h)
-    assert h["backend"] == "transformers" and h["base_model"] == "smollm2-135m"
+    assert h["backend"] == "transformers" and h["base_model"] == DEFAULT_BASE
     with pytest.raises(TrainerAuthError, match="bearer token"):
         TrainerClient(svc.url, token="wrong-token").health()
 
@@ -98,7 +99,7 @@ def _outward_ipv4() -> str|None:
 
 def test_token_never_logged_and_loopback_only(svc):
     assert TOKEN not in svc.log.read_text()
-    assert "COMPSTRENGTH_TRAINER_TOKEN" in svc.log.read_text()  # the startup line names where the token comes from
+    assert TOKEN_ENV in svc.log.read_text()  # the startup line names where the token comes from
     with socket.create_connection(("127.0.0.1", svc.port), timeout=5): pass  # reachable on loopback
     ip = _outward_ipv4()
     if ip is None: pytest.skip("this machine has no non-loopback IPv4 address to try the service's port on")
@@ -111,7 +112,7 @@ def test_sampling_routes_follow_the_version(svc):
     c = api(svc)
     models = [m["id"] for m in c.get("/v1/models").json()["data"]]
     assert h["model_name_for_sampling"] in models
-    r = c.post("/v1/chat/completions", json=dict(model="policy-v999", messages=PROMPT, max_tokens=4))
+    r = c.post("/v1/chat/completions", json=dict(model=model_name(999), messages=PROMPT, max_tokens=4))
     assert r.status_code == 404 and h["model_name_for_sampling"] in r.json()["detail"]
     a, b = sample(svc, seed=5), sample(svc, seed=5)
     assert a == b  # a seeded sampled call is repeatable
@@ -194,10 +195,10 @@ def test_client_failures(svc, tmp_path):
     with pytest.raises(TrainerUnavailable, match="not reachable after 3 tries"):
         down.health()
     with pytest.raises(TrainerAuthError, match="no token"):
-        env = os.environ.pop("COMPSTRENGTH_TRAINER_TOKEN", None)
+        env = os.environ.pop(TOKEN_ENV, None)
         try: TrainerClient(svc.url)
         finally:
-            if env is not None: os.environ["COMPSTRENGTH_TRAINER_TOKEN"] = env
+            if env is not None: os.environ[TOKEN_ENV] = env
     # a train step that times out is retried, then reported; the service applied it once, and a resend is answered from its record
     body = step_body(svc, "timeout-1", rewards=(1.0, 0.0, 0.0, 1.0))
     impatient = TrainerClient(svc.url, token=TOKEN, timeout=0.05, retries=1, backoff=0.01)
@@ -207,3 +208,14 @@ def test_client_failures(svc, tmp_path):
     ans = patient.train_step(body["idempotency_key"], body["policy_version"], body["groups"], learning_rate=1e-3)
     assert ans["replayed"] is True and ans["policy_version"] == body["policy_version"] + 1
     assert patient.health()["policy_version"] == body["policy_version"] + 1
+
+
+def test_client_and_service_share_one_contract():
+    "The client and the service take the request schema, the token variable and the defaults from `contract`; neither imports the other."
+    code = ("import sys, compstrength.crl as crl; assert 'compstrength.service' not in sys.modules, 'crl imports service'; "
+            "import compstrength.contract as c, compstrength.service as s; "
+            "assert s.TrainStep is c.TrainStep and crl.TOKEN_ENV is s.TOKEN_ENV is c.TOKEN_ENV and s.model_name is crl.model_name; "
+            "import inspect; assert inspect.signature(s.serve).parameters['port'].default == c.DEFAULT_PORT; "
+            "assert inspect.signature(crl.TrainerClient).parameters['url'].default == c.DEFAULT_URL")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-1500:]
