@@ -16,7 +16,6 @@ from fastcore.basics import patch
 
 from .models import ModelSpec
 from .files import MODEL_ARTIFACTS, fetch_model, home_dir, verified_sha256
-from .files import Artifact, ChecksumError, fetch_artifact, sha256_file  # unused here: still importable from local for older code; import them from files
 
 # %% auto #0
 __all__ = ['EMBEDDED_POOL', 'MEMBERS', 'PoolMember', 'free_port', 'healthy', 'Server', 'reusable', 'pool_state_file',

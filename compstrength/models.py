@@ -20,7 +20,6 @@ from fastcore.basics import patch
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
 
 from .files import home_dir
-from .files import data_dir, project_root  # unused here: still importable from models for older code; import them from files
 
 litellm.suppress_debug_info = True
 litellm.telemetry = False

@@ -159,7 +159,7 @@ def test_protocol_live(name, pool, live_calls):
     """Live on the real pool (mode "live": nothing comes from a recording). With COMPSTRENGTH_RECORD=1
     it rewrites the recording the fast tests replay (llama.cpp's greedy output can differ slightly
     between server states, so live answers are not compared with the recording)."""
-    from compstrength.models import home_dir
+    from compstrength.files import home_dir
     client = ModelClient(pool.specs(), cache_dir=(home_dir()/"calls") if RECORD else live_calls,
                          recording=REC if RECORD else None, mode="record" if RECORD else "live")
     assert RECORD or not client._replay                                 # no recorded answer can stand in
