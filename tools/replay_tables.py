@@ -1,6 +1,7 @@
 """Every recorded replay's result tables, written as CSVs into one folder, so two checkouts can be diffed.
 
-    python tools/replay_tables.py OUT      # then: diff -r OUT_before OUT_after
+    python tools/replay_tables.py OUT                  # on each checkout
+    python tools/replay_tables.py --compare A B        # every table of A against B's
 
 - `main/`: the main job, `compstrength run` replaying data/recordings/main.jsonl (every results/*.csv);
 - `protocols.csv`: every protocol on the 2-member coalition and alone, 3 arithmetic items, replaying
@@ -10,6 +11,23 @@ import os, subprocess, sys
 from pathlib import Path
 
 import tempfile
+
+if sys.argv[1:2] == ["--compare"]:
+    # byte-identical files pass; a CSV that differs must equal the other on every column the other has
+    # (columns added since are named); anything else fails
+    import pandas as pd
+    a, b = Path(sys.argv[2]), Path(sys.argv[3])
+    fa, fb = sorted(p.relative_to(a) for p in a.rglob("*.csv")), sorted(p.relative_to(b) for p in b.rglob("*.csv"))
+    if fa != fb: sys.exit(f"different tables: {sorted(set(fa) ^ set(fb))}")
+    for f in fa:
+        if (a/f).read_bytes() == (b/f).read_bytes(): print(f"{f}: identical"); continue
+        x, y = pd.read_csv(a/f), pd.read_csv(b/f)
+        missing = [c for c in x.columns if c not in y.columns]
+        if missing: sys.exit(f"{f}: columns {missing} are gone")
+        pd.testing.assert_frame_equal(x, y[list(x.columns)])
+        print(f"{f}: identical on all {len(x.columns)} columns of {a.name}, {len(y)} rows; added: {[c for c in y.columns if c not in x.columns]}")
+    sys.exit()
+
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ["COMPSTRENGTH_HOME"] = tempfile.mkdtemp(prefix="replay-home-")  # empty caches: every value is recomputed from the recordings
 out = Path(sys.argv[1]); out.mkdir(parents=True, exist_ok=True)
