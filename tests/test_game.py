@@ -6,7 +6,8 @@ import pytest
 
 from compstrength.game import CoalitionGame, all_coalitions
 from compstrength.local import pool_specs
-from compstrength.models import ModelClient, data_dir
+from compstrength.files import data_dir
+from compstrength.models import ModelClient
 from compstrength.protocols import MajorityVote
 from compstrength.tasks import load_task
 
