@@ -6,6 +6,8 @@ Docs: https://compstrength.github.io/compstrength/analysis.html.md"""
 
 # %% ../nbs/07_analysis.ipynb #65eeaaad
 from __future__ import annotations
+from functools import lru_cache
+from math import factorial
 from typing import Sequence
 import numpy as np
 import pandas as pd
@@ -15,8 +17,19 @@ from .attribution import attribute_items, bootstrap_ci, coalition_label, interac
 from .game import item_values
 
 # %% auto #0
-__all__ = ['VALUE_METHODS', 'values_table', 'rank_corr', 'rank_correlation', 'correlations_table', 'summarize', 'record_players',
-           'item_values_of', 'coalition_table', 'interaction_table', 'contribution_table']
+__all__ = ['VALUE_METHODS', 'values_table', 'exact_rank_test', 'rank_corr', 'min_detectable_rho', 'rank_correlation', 'holm',
+           'verdict', 'correlations_table', 'summarize', 'pairwise_table', 'record_players', 'item_values_of',
+           'coalition_table', 'interaction_table', 'contribution_table']
+
+# %% ../nbs/07_analysis.ipynb #8bbcd74b
+def _tidy(x):
+    "Values rounded to 12 decimals, so that float noise does not break ties."
+    return np.round(np.asarray(x, dtype=float), 12)
+
+def _boot_counts(m: int, n_boot: int, seed: int) -> np.ndarray:
+    "How often each of `m` items is drawn in each of `n_boot` resamples (n_boot × m): `bootstrap_ci`'s resamples."
+    idx = np.random.default_rng(seed).integers(0, m, size=(n_boot, m))
+    return np.bincount((idx + m * np.arange(n_boot)[:, None]).ravel(), minlength=n_boot * m).reshape(n_boot, m)
 
 # %% ../nbs/07_analysis.ipynb #361acf15
 VALUE_METHODS = ("individual", "shapley", "loo", "banzhaf")
@@ -28,34 +41,44 @@ def values_table(item_values: dict, # frozenset → per-item scores (from `game.
                  seed: int = 0, # bootstrap and estimator seed
                  methods: Sequence[str] = VALUE_METHODS, # attribution methods (any of `attribute`'s), one column each
                  budget: int|None = None, # evaluations for the permutation and kernel estimators
+                 individual: pd.DataFrame|None = None, # items × models: each member alone under the task's standard prompt, rows in the game's item order
                 ) -> pd.DataFrame: # one row per model
     "Individual, Shapley, LOO and Banzhaf values (or `methods`) per model, with bootstrap CIs over items."
+    players = list(players)
+    n_items = len(next(iter(item_values.values())))
+    singleton = attribute_items(item_values, players, method="individual")  # v({i}) − v(∅) of this game, per item
+    solo = singleton
+    if individual is not None:
+        if not isinstance(individual, pd.DataFrame): raise ValueError(f"individual must be a DataFrame (items × models), not {type(individual).__name__}")
+        missing = [p for p in players if p not in individual.columns]
+        if missing: raise ValueError(f"individual has no column for {missing} (it has {list(individual.columns)})")
+        if len(individual) != n_items: raise ValueError(f"individual has {len(individual)} items but the game has {n_items}: one row per item of the game, in its order")
+        s = individual[players].to_numpy(dtype=float)
+        if not np.isfinite(s).all(): raise ValueError("individual has missing or infinite scores")
+        empty = np.asarray(item_values[frozenset()], dtype=float)[:, None]  # on v({i})'s scale: relative to v(∅)
+        solo = pd.DataFrame(s - empty, index=singleton.index, columns=singleton.columns)
     out = pd.DataFrame(index=pd.Index(players, name="model"))
     per_item = {}
-    for m in methods:
-        per_item[m] = attribute_items(item_values, players, method=m, budget=budget, seed=seed)
+    for m in [*methods, "singleton"]:
+        if m == "individual": per_item[m] = solo
+        elif m == "singleton": per_item[m] = singleton
+        else: per_item[m] = attribute_items(item_values, players, method=m, budget=budget, seed=seed)
         ci = bootstrap_ci(per_item[m], n_boot=n_boot, level=level, seed=seed)
         out[m] = ci["value"]; out[f"{m}_ci_low"] = ci["ci_low"]; out[f"{m}_ci_high"] = ci["ci_high"]
+    if "shapley" in methods:  # 1 = largest; how often a resample of the items gives the model exactly that rank
+        x = per_item["shapley"].to_numpy(dtype=float)
+        rank = stats.rankdata(-_tidy(x.mean(0)))
+        boot = stats.rankdata(-_tidy(_boot_counts(len(x), n_boot, seed) @ x / len(x)), axis=1)
+        out["shapley_rank"], out["shapley_rank_kept"] = rank, (boot == rank).mean(0)
     head = "shapley" if "shapley" in methods else [m for m in methods if m != "individual"][0] if len(methods) > 1 else methods[0]
     out["ci_low"], out["ci_high"] = out[f"{head}_ci_low"], out[f"{head}_ci_high"]  # the record's headline CI
     sampled = [m for m in methods if m in ("permutation", "kernel")]
     out["method"] = "exact" if not sampled else "+".join(sampled)
     out["budget"] = 2 ** len(players) if not sampled else (budget if budget is not None else 2 * len(players) + 2048)
-    out["n_items"] = len(next(iter(item_values.values())))
+    out["n_items"] = n_items
     out.attrs["per_item"] = per_item
+    out.attrs["v_N"] = np.asarray(item_values[frozenset(players)], dtype=float)
     return out
-
-# %% ../nbs/07_analysis.ipynb #5d5ca677
-def rank_corr(a, # one strength per model
-              b, # another strength of the same models
-              kind: str = "spearman", # spearman or kendall
-             ) -> tuple: # (correlation, p-value)
-    "Spearman ρ (or Kendall τ-b) of two strengths across models, with scipy's p-value; NaN when one is constant."
-    if kind not in ("spearman", "kendall"): raise ValueError(f"kind must be spearman or kendall, not {kind!r}")
-    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    if len(a) < 2 or np.ptp(a) == 0 or np.ptp(b) == 0: return np.nan, np.nan
-    r = stats.spearmanr(a, b) if kind == "spearman" else stats.kendalltau(a, b)
-    return float(r.statistic), float(r.pvalue)
 
 # %% ../nbs/07_analysis.ipynb #6a7e6fca
 def _boot_corr(bx: np.ndarray, by: np.ndarray, kind: str) -> np.ndarray:
@@ -69,54 +92,234 @@ def _boot_corr(bx: np.ndarray, by: np.ndarray, kind: str) -> np.ndarray:
     den = np.sqrt((sx ** 2).sum(1) * (sy ** 2).sum(1))
     return np.where(den > 0, (sx * sy).sum(1) / np.where(den > 0, den, 1.0), np.nan)
 
+# %% ../nbs/07_analysis.ipynb #04795563
+@lru_cache(maxsize=1024)
+def _null(kind: str, rx: tuple, ry: tuple, n_resamples: int, seed: int) -> tuple:
+    "The permutation null of `kind` for two tie patterns (sorted ranks): its distinct values, ascending, and their cumulative counts."
+    y = np.asarray(ry, dtype=float)
+    def statistic(x, axis=-1):  # vectorised: a batch of pairings at once
+        x = np.moveaxis(x, axis, -1)
+        flat = x.reshape(-1, len(y))
+        return _boot_corr(flat, np.broadcast_to(y, flat.shape), kind).reshape(x.shape[:-1])
+    res = stats.permutation_test((np.asarray(rx, dtype=float),), statistic, permutation_type="pairings", vectorized=True,
+                                 n_resamples=n_resamples, batch=50_000, rng=np.random.default_rng(seed))
+    vals, counts = np.unique(res.null_distribution, return_counts=True)
+    cum = np.cumsum(counts)
+    vals.flags.writeable = cum.flags.writeable = False  # shared by every caller of the cache
+    return vals, cum
+
+def _two_sided(vals: np.ndarray, cum: np.ndarray, obs: float, adj: int) -> float:
+    "scipy's two-sided permutation p-value of `obs` against a null of distinct `vals` with cumulative counts `cum` (`adj` = 1 for Monte Carlo)."
+    total, g = cum[-1], abs(obs) * np.finfo(float).eps * 100  # scipy's tolerance for values equal in theory
+    k = np.searchsorted(vals, obs + g, side="right"); less = cum[k - 1] if k else 0
+    k = np.searchsorted(vals, obs - g, side="left"); greater = total - (cum[k - 1] if k else 0)
+    return float(min(1.0, 2 * min((less + adj) / (total + adj), (greater + adj) / (total + adj))))
+
+# %% ../nbs/07_analysis.ipynb #d6a9283f
+def exact_rank_test(a, # one strength per model
+                    b, # another strength of the same models
+                    kind: str = "spearman", # spearman or kendall (τ-b)
+                    n_exact: int = 9, # enumerate all n! pairings up to this many models
+                    n_mc: int = 100_000, # random pairings above it (Monte Carlo)
+                    seed: int = 0, # Monte Carlo seed
+                   ) -> dict: # statistic, p, method, p_se, n_perms
+    "Two-sided permutation test of Spearman ρ or Kendall τ-b between two strengths of the same models."
+    if kind not in ("spearman", "kendall"): raise ValueError(f"kind must be spearman or kendall, not {kind!r}")
+    a, b = np.asarray(a, dtype=float).ravel(), np.asarray(b, dtype=float).ravel()
+    if len(a) != len(b): raise ValueError(f"a and b must hold the same models: {len(a)} values against {len(b)}")
+    n = len(a)
+    exact = n <= n_exact or factorial(n) <= n_mc  # scipy enumerates whenever n! ≤ the resamples asked for
+    method = "exact" if exact else "monte carlo"
+    if n < 2 or not (np.isfinite(a).all() and np.isfinite(b).all()) or np.ptp(_tidy(a)) == 0 or np.ptp(_tidy(b)) == 0:
+        return dict(statistic=np.nan, p=np.nan, method=method, p_se=np.nan, n_perms=0)
+    ra, rb = stats.rankdata(_tidy(a)), stats.rankdata(_tidy(b))
+    stat = float(_boot_corr(ra[None], rb[None], kind)[0])
+    n_perms = factorial(n) if exact else n_mc
+    vals, cum = _null(kind, tuple(np.sort(ra)), tuple(np.sort(rb)), n_perms, 0 if exact else seed)
+    p = _two_sided(vals, cum, stat, 0 if exact else 1)
+    return dict(statistic=stat, p=p, method=method, p_se=0.0 if exact else float(np.sqrt(p * (1 - p) / n_mc)), n_perms=int(n_perms))
+
+# %% ../nbs/07_analysis.ipynb #5d5ca677
+def rank_corr(a, # one strength per model
+              b, # another strength of the same models
+              kind: str = "spearman", # spearman or kendall
+             ) -> tuple: # (correlation, p-value)
+    "Spearman ρ (or Kendall τ-b) of two strengths across models, with the exact (or Monte Carlo) permutation p-value of `exact_rank_test`."
+    r = exact_rank_test(a, b, kind)
+    return r["statistic"], r["p"]
+
+# %% ../nbs/07_analysis.ipynb #25726259
+@lru_cache(maxsize=None)
+def _untied_null(n: int, kind: str) -> tuple:
+    "The exact null of Spearman ρ or Kendall τ for `n` untied models: distinct values, ascending, and their counts over the n! orders."
+    if kind == "kendall":  # the number of inversions
+        c = np.ones(1, dtype=np.int64 if n <= 20 else float)
+        for k in range(2, n + 1): c = np.convolve(c, np.ones(k, dtype=c.dtype))
+        return (1 - 4 * np.arange(len(c)) / (n * (n - 1)))[::-1], c[::-1]
+    size = n * (n + 1) * (2 * n + 1) // 6 + 1  # Σ i·π(i) ≤ Σ i²
+    bits = 1 << np.arange(n, dtype=np.int64)
+    masks, cur = np.zeros(1, dtype=np.int64), np.zeros((1, size), dtype=np.int64)
+    cur[0, 0] = 1
+    for k in range(1, n + 1):  # position k takes a rank not used yet
+        nxt_masks = np.unique((masks[:, None] | bits)[(masks[:, None] & bits) == 0])
+        row = np.zeros(1 << n, dtype=np.int64); row[nxt_masks] = np.arange(len(nxt_masks))
+        nxt = np.zeros((len(nxt_masks), size), dtype=np.int64)
+        for v in range(n):
+            free, s = (masks & bits[v]) == 0, k * (v + 1)
+            nxt[row[masks[free] | bits[v]], s:] += cur[free, :size - s]
+        masks, cur = nxt_masks, nxt
+    t = np.nonzero(cur[0])[0]
+    return 1 - 6 * (2 * (size - 1) - 2 * t) / (n * (n * n - 1)), cur[0][t]
+
+# %% ../nbs/07_analysis.ipynb #3e471fa5
+@lru_cache(maxsize=None)
+def min_detectable_rho(n: int, # models (untied ranks)
+                       kind: str = "spearman", # spearman or kendall
+                       alpha: float = 0.05, # significance level
+                      ) -> float:
+    "The smallest |ρ| (or |τ|) whose exact two-sided permutation p-value is below `alpha` with `n` models; NaN when none is."
+    if kind not in ("spearman", "kendall"): raise ValueError(f"kind must be spearman or kendall, not {kind!r}")
+    if n < 2: return np.nan
+    if kind == "spearman" and n > 14:  # beyond the exact recursion: scipy's Monte Carlo null
+        vals, cum, adj = *_null(kind, tuple(range(1, n + 1)), tuple(range(1, n + 1)), 100_000, 0), 1
+    else:
+        vals, counts = _untied_null(n, kind)
+        cum, adj = np.cumsum(counts), 0
+    sig = [v for v in vals if v > 0 and _two_sided(vals, cum, v, adj) < alpha]
+    return float(min(sig)) if sig else np.nan
+
 # %% ../nbs/07_analysis.ipynb #3509699f
 def rank_correlation(table: pd.DataFrame, # from `values_table`
                      x: str = "individual", # first strength
                      y: str = "shapley", # second strength
                      n_boot: int = 2000, # bootstrap resamples over items
                      level: float = 0.95, # CI level
-                     seed: int = 0, # bootstrap seed
+                     seed: int = 0, # bootstrap and Monte Carlo seed
+                     n_exact: int = 9, # exact permutation p-values up to this many models
+                     n_mc: int = 100_000, # Monte Carlo pairings above it
+                     alpha: float = 0.05, # level of `min_detectable`
                     ) -> dict:
-    "Spearman and Kendall correlation of `x` and `y` across models, with p-values and bootstrap CIs."
-    px, py = table.attrs["per_item"][x].to_numpy(), table.attrs["per_item"][y].to_numpy()
-    n = px.shape[0]
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, n, size=(n_boot, n))
-    bx, by = px[idx].mean(axis=1), py[idx].mean(axis=1)  # n_boot × models
-    res = dict(x=x, y=y, n_models=len(table))
-    lo, hi = (1 - level) / 2, 1 - (1 - level) / 2
+    "Spearman and Kendall correlation of `x` and `y` across models, with permutation p-values and paired bootstrap CIs over items."
+    px, py = (table.attrs["per_item"][c].to_numpy(dtype=float) for c in (x, y))
+    m = len(px)
+    counts = _boot_counts(m, n_boot, seed)  # one set of resamples for both strengths: paired over items
+    bx, by = _tidy(counts @ px / m), _tidy(counts @ py / m)  # n_boot × models
+    res = dict(x=x, y=y, n_models=len(table), n_items=m, n_boot=n_boot)
+    lo, hi = (1 - level) / 2, (1 + level) / 2
     for kind in ("spearman", "kendall"):
-        r, p = rank_corr(table[x].to_numpy(), table[y].to_numpy(), kind)
+        t = exact_rank_test(table[x], table[y], kind, n_exact=n_exact, n_mc=n_mc, seed=seed)
         boots = _boot_corr(bx, by, kind)  # vectorised: 400–1,800× faster than scipy per resample (n=4, 2,000 resamples)
-        boots = boots[~np.isnan(boots)]
-        res.update({kind: r, f"{kind}_p": p,
-                    f"{kind}_ci_low": float(np.quantile(boots, lo)) if len(boots) else np.nan,
-                    f"{kind}_ci_high": float(np.quantile(boots, hi)) if len(boots) else np.nan})
+        ok = boots[~np.isnan(boots)]      # undefined where a resample makes one strength constant: counted, not hidden
+        res.update({kind: t["statistic"], f"{kind}_p": t["p"], f"{kind}_p_method": t["method"], f"{kind}_p_se": t["p_se"],
+                    f"{kind}_ci_low": float(np.quantile(ok, lo)) if len(ok) else np.nan,
+                    f"{kind}_ci_high": float(np.quantile(ok, hi)) if len(ok) else np.nan,
+                    f"{kind}_degenerate": int(len(boots) - len(ok))})
+    res["min_detectable"] = min_detectable_rho(len(table), "spearman", alpha)
     return res
+
+# %% ../nbs/07_analysis.ipynb #cf728c10
+def holm(p # p-values (NaN: no test)
+        ) -> np.ndarray: # adjusted p-values, same shape
+    "Holm–Bonferroni adjusted p-values: step-down, monotone, capped at 1; NaNs stay NaN and do not count."
+    p = np.asarray(p, dtype=float)
+    out = np.full(p.shape, np.nan)
+    ok = ~np.isnan(p)
+    q = p[ok]
+    m = len(q)
+    if m:
+        o = np.argsort(q, kind="stable")
+        adj = np.empty(m)
+        adj[o] = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * q[o]))
+        out[ok] = adj
+    return out
+
+# %% ../nbs/07_analysis.ipynb #06614d1d
+def verdict(p_adj: float, # Holm-adjusted p-value of Spearman's ρ
+            ci_low: float, # bootstrap CI of ρ, lower end
+            ci_high: float, # upper end
+            n_items: int, # items the bootstrap resampled
+            degenerate_share: float, # share of resamples where ρ is undefined
+            alpha: float = 0.05, # significance level
+            strong: float = 0.5, # a CI below this rules out strong coupling
+            min_items: int = 10, # fewer items: no verdict
+            level: float = 0.95, # the CI's level: at most (1 − level)/2 of the resamples may be undefined
+           ) -> str: # translates, does not translate or inconclusive
+    "Whether individual strength translates into compositional strength in one setting."
+    if any(v is None or pd.isna(v) for v in (p_adj, ci_low, ci_high, n_items, degenerate_share)): return "inconclusive"
+    if n_items < min_items or degenerate_share > (1 - level) / 2: return "inconclusive"
+    if p_adj < alpha and ci_low > 0: return "translates"
+    if ci_high < strong: return "does not translate"
+    return "inconclusive"
 
 # %% ../nbs/07_analysis.ipynb #2d77b3ba
 def correlations_table(settings: dict, # (pool, protocol, family, task) → values table
-                       **kw, # passed to `rank_correlation`
-                      ) -> pd.DataFrame:
-    "One row per (setting, pair of strengths)."
+                       exclude: Sequence[str] = (), # protocols that are upper bounds (the oracle router): no test, verdict "upper bound"
+                       alpha: float = 0.05, # significance level (Holm-adjusted)
+                       strong: float = 0.5, # a CI of ρ below this rules out strong coupling
+                       min_items: int = 10, # fewer items: inconclusive
+                       **kw, # passed to `rank_correlation` (n_boot, level, seed, n_exact, n_mc)
+                      ) -> pd.DataFrame: # one row per (setting, pair of strengths)
+    "One row per (setting, pair of strengths), with Holm-adjusted p-values across settings and a verdict."
+    n_boot, level, seed = kw.get("n_boot", 2000), kw.get("level", 0.95), kw.get("seed", 0)
     rows = []
     for (pool, protocol, family, task), t in settings.items():
+        vN = t.attrs.get("v_N")
+        ci = bootstrap_ci(pd.DataFrame({"v_N": vN}), n_boot=n_boot, level=level, seed=seed).iloc[0] if vN is not None else None
+        setting = dict(v_N=float(ci["value"]) if ci is not None else np.nan,
+                       v_N_halfwidth=float(ci["ci_high"] - ci["ci_low"]) / 2 if ci is not None else np.nan,
+                       shapley_halfwidth_max=float(((t.shapley_ci_high - t.shapley_ci_low) / 2).max()) if "shapley_ci_low" in t else np.nan,
+                       loo_all_zero=bool((t.loo.abs() <= 1e-12).all()))  # LOO ranks nobody
         for x, y in (("individual", "shapley"), ("individual", "loo"), ("loo", "shapley")):
-            rows.append(dict(pool=pool, protocol=protocol, family=family, task=task, **rank_correlation(t, x, y, **kw)))
-    return pd.DataFrame(rows)
+            rows.append(dict(pool=pool, protocol=protocol, family=family, task=task,
+                             **rank_correlation(t, x, y, alpha=alpha, **kw), **setting))
+    c = pd.DataFrame(rows)
+    if not len(c): return c
+    bound = c.protocol.isin(list(exclude))
+    c["spearman_p_holm"] = np.nan
+    for _, g in c[~bound].groupby(["x", "y"]): c.loc[g.index, "spearman_p_holm"] = holm(g.spearman_p)
+    c["verdict"] = [("upper bound" if b else verdict(r.spearman_p_holm, r.spearman_ci_low, r.spearman_ci_high, r.n_items,
+                                                      r.spearman_degenerate / r.n_boot, alpha, strong, min_items, level))
+                    for b, r in zip(bound, c.itertuples())]
+    return c
 
 # %% ../nbs/07_analysis.ipynb #91ee5333
 def summarize(correlations: pd.DataFrame, # from `correlations_table`
-              threshold: float = 0.5, # Spearman ρ at or above which strength "translates"
+              threshold: float = 0.5, # the old criterion, kept for comparison: Spearman ρ ≥ threshold (`rho_ge_threshold`)
               exclude: Sequence[str] = (), # protocols left out (upper bounds such as the oracle router)
-             ) -> pd.DataFrame:
-    "Per protocol family: settings, and how many show individual strength translating into Shapley."
-    c = correlations[(correlations.x == "individual") & (correlations.y == "shapley")
-                     & ~correlations.protocol.isin(list(exclude))].copy()
-    c["translates"] = c.spearman >= threshold
-    g = c.groupby("family")
-    return pd.DataFrame(dict(settings=g.size(), translates=g.translates.sum(),
-                             mean_spearman=g.spearman.mean().round(3))).reset_index()
+             ) -> pd.DataFrame: # one row per family, and a last row "all"
+    "Per protocol family and over all: the settings' verdicts on individual vs Shapley, and how LOO ranks against Shapley."
+    if "verdict" not in correlations: raise ValueError("correlations has no verdict column: build it with `correlations_table`")
+    c = correlations[~correlations.protocol.isin(list(exclude)) & (correlations.verdict != "upper bound")]
+    main, ls = c[(c.x == "individual") & (c.y == "shapley")], c[(c.x == "loo") & (c.y == "shapley")]
+    def row(family, m, l):
+        v = m.verdict
+        return dict(family=family, settings=len(m), translates=int((v == "translates").sum()),
+                    does_not_translate=int((v == "does not translate").sum()), inconclusive=int((v == "inconclusive").sum()),
+                    mean_spearman=round(float(m.spearman.mean()), 3), rho_ge_threshold=int((m.spearman >= threshold).sum()),
+                    loo_shapley_mean_rho=round(float(l.spearman.mean()), 3), loo_shapley_n=int(l.spearman.notna().sum()),
+                    loo_all_zero_share=float(m.loo_all_zero.astype(float).mean()) if len(m) else np.nan)
+    rows = [row(f, g, ls[ls.family == f]) for f, g in main.groupby("family")]
+    return pd.DataFrame(rows + [row("all", main, ls)])
+
+# %% ../nbs/07_analysis.ipynb #156fa5cb
+def pairwise_table(table: pd.DataFrame, # from `values_table`
+                   method: str = "shapley", # a method of the table's `attrs["per_item"]`
+                   n_boot: int = 2000, # bootstrap resamples over items
+                   level: float = 0.95, # CI level
+                   seed: int = 0, # bootstrap seed
+                  ) -> pd.DataFrame: # one row per pair of models, i before j in table order
+    "Paired bootstrap of the difference of two models' values, for every pair."
+    if method not in table.attrs.get("per_item", {}): raise ValueError(f"no per-item {method!r} values in the table (has {list(table.attrs.get('per_item', {}))})")
+    x = table.attrs["per_item"][method][list(table.index)].to_numpy(dtype=float)
+    m = len(x)
+    boot = _boot_counts(m, n_boot, seed) @ x / m
+    i, j = np.triu_indices(x.shape[1], 1)
+    d = _tidy(boot[:, i] - boot[:, j])
+    lo, hi = np.quantile(d, [(1 - level) / 2, (1 + level) / 2], axis=0)
+    names = np.asarray(table.index, dtype=object)
+    return pd.DataFrame(dict(model_i=names[i], model_j=names[j], method=method, diff=x.mean(0)[i] - x.mean(0)[j],
+                             ci_low=lo, ci_high=hi, p_i_above_j=(d > 0).mean(0), p_tie=(d == 0).mean(0),
+                             separated=(lo > 0) | (hi < 0)))
 
 # %% ../nbs/07_analysis.ipynb #7b8d0515
 def record_players(outcomes: pd.DataFrame # the outcomes record (or one setting of it)

@@ -231,10 +231,26 @@ def _index(players) -> pd.Index:
 METHODS = ("shapley", "banzhaf", "loo", "individual", "permutation", "kernel")
 SAMPLED_METHODS = ("permutation", "kernel")  # the estimators that take a `budget` of evaluations of v
 
+def _canonical(v, ps: list) -> tuple:
+    "The game over its players sorted by name (a value table's bits permuted to match), and that order."
+    order = sorted(range(len(ps)), key=lambda k: (str(ps[k]), repr(ps[k])))
+    if order == list(range(len(ps))): return v, ps, order
+    if isinstance(v, np.ndarray) and v.ndim >= 1 and v.shape[0] == 1 << len(ps):  # new bit j is old bit order[j]
+        masks, old = np.arange(1 << len(ps)), np.zeros(1 << len(ps), dtype=np.int64)
+        for j, k in enumerate(order): old |= ((masks >> j) & 1) << k
+        v = v[old]
+    return v, [ps[k] for k in order], order
+
 def _compute(v, players, method, budget, seed) -> np.ndarray:
     "The values of `method` as an array, players first (items on trailing axes)."
     if method not in METHODS: raise ValueError(f"unknown method {method!r}: use one of {', '.join(METHODS)}")
     ps = _players(players)
+    if method in SAMPLED_METHODS and len(ps) > 1:  # the estimators sample over players: run them in one order, whatever the listing
+        v, sps, order = _canonical(v, ps)
+        if order != list(range(len(ps))):
+            phi = _compute(v, sps, method, budget, seed)
+            out = np.empty_like(phi); out[order] = phi
+            return out
     g = _Game(v, ps, method)
     n = g.n
     if method in ("loo", "individual") or (n == 1 and method in SAMPLED_METHODS):

@@ -47,7 +47,7 @@ def save_chart(chart: alt.TopLevelMixin, # any Altair chart
 # %% ../nbs/07a_charts.ipynb #d619efe8
 def _label(col: str) -> str:
     "The axis title of a strength column."
-    return {"individual": "individual strength v({i}) − v(∅)", "shapley": "Shapley value", "loo": "leave-one-out",
+    return {"individual": "individual strength (own accuracy, standard prompt)", "singleton": "singleton value v({i})", "shapley": "Shapley value", "loo": "leave-one-out",
             "banzhaf": "Banzhaf value", "permutation": "Shapley (permutation estimate)",
             "kernel": "Shapley (KernelSHAP estimate)"}.get(col, col)
 

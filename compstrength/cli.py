@@ -17,7 +17,7 @@ from .tasks import TaskError, load_task, prompt_messages, score
 from .protocols import ProtocolError, protocol_declarations
 from .attribution import METHODS, attribute, parse_coalition
 from .contract import DEFAULT_BASE, DEFAULT_HOST, DEFAULT_PORT
-from .experiment import ConfigError, load_config, run_experiment, write_results
+from .experiment import ConfigError, headline, load_config, run_experiment, write_results
 
 # %% auto #0
 __all__ = ['USER_ERRORS', 'smoke_run', 'smoke_summary', 'cmd_pool', 'cmd_smoke', 'cmd_run', 'cmd_protocols', 'cmd_attribute',
@@ -133,10 +133,12 @@ def cmd_run(a: argparse.Namespace, # `config`, `live`, `record`, `limit` and `ou
     print(pt[["protocol", "family", "task", "items", "v_N", "best_single", "best_member", "gain", "calls_per_item",
               "upper_bound"]].to_string(index=False))
     c = res["correlations"]
-    print("\nRank correlation across the pool (individual vs Shapley):")
-    print(c[(c.x == "individual") & (c.y == "shapley")][["protocol", "task", "n_models", "spearman", "spearman_p",
-          "spearman_ci_low", "spearman_ci_high", "kendall"]].round(3).to_string(index=False))
+    print("\nIndividual vs Shapley across the pool: Spearman ρ, exact permutation p (Holm-adjusted over the settings), "
+          "paired bootstrap CI over items, the smallest ρ detectable at this pool size, and the verdict:")
+    print(c[(c.x == "individual") & (c.y == "shapley")][["protocol", "task", "n_models", "n_items", "spearman", "spearman_p",
+          "spearman_p_holm", "spearman_ci_low", "spearman_ci_high", "min_detectable", "verdict"]].round(3).to_string(index=False))
     print("\n" + res["summary"].to_string(index=False))
+    print("\n" + headline(res["summary"]))
     print(f"\n{mode}: {res['requests']} requests, {res['model_calls']} model calls, {res['seconds']:.1f} s; "
           f"results in {out}/ (report.html)")
     return 1 if res["outcomes"].error.notna().any() else 0

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from .contract import DEFAULT_URL, LOSS_TYPES, SCALES, TOKEN_ENV, group_advantages, model_name
 from .models import Completion, ModelCallError, ModelClient, ModelSpec, run_sync
-from .protocols import Outcome, Protocol, get_protocol
+from .protocols import Outcome, Protocol, expected_score, get_protocol
 from .tasks import Item, Task, load_task, prompt_messages, score
 
 # %% auto #0
@@ -70,7 +70,7 @@ async def system_reward(protocol: Protocol, # the collaboration protocol
     seat = SeatClient(client, policy, {_mkey(prompt_messages(task, item)): text})
     try: out = await protocol.run(seat, task, item, tuple(coalition))
     except ModelCallError as e: raise RewardError(f"{protocol.name} on {item.id}: a member call failed, so no reward: {e}") from e
-    r = float(score(task, item, out.final).score)
+    r = expected_score(task, item, out)  # a tie scores its expectation
     if not math.isfinite(r): raise RewardError(f"{protocol.name} on {item.id}: non-finite reward {r}")
     return r, out
 

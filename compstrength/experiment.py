@@ -6,11 +6,12 @@ Docs: https://compstrength.github.io/compstrength/experiment.html.md"""
 
 # %% ../nbs/08_experiment.ipynb #b21bce06
 from __future__ import annotations
-import time, tomllib
+import itertools, time, tomllib
 from pathlib import Path
 from typing import Literal
 
 import altair as alt
+import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
@@ -20,13 +21,14 @@ from .local import MEMBERS, pool_specs
 from .tasks import TASKS, Task, load_task
 from .protocols import PROTOCOLS, Protocol, ProtocolError, available_protocols, get_protocol
 from .attribution import coalition_label
-from .game import CoalitionGame
-from .analysis import values_table, correlations_table, summarize
+from .game import CoalitionGame, item_values
+from .analysis import correlations_table, pairwise_table, summarize, values_table
 from .charts import correlation_heatmap, strength_scatter
 
 # %% auto #0
-__all__ = ['SETTING', 'ConfigError', 'PoolConfig', 'TaskConfig', 'ProtocolConfig', 'RunConfig', 'ExperimentConfig', 'load_config',
-           'experiment_games', 'protocol_table', 'run_experiment', 'write_results']
+__all__ = ['SETTING', 'VERDICT_RULE', 'ConfigError', 'PoolConfig', 'TaskConfig', 'ProtocolConfig', 'RunConfig',
+           'ExperimentConfig', 'load_config', 'experiment_games', 'dummy_members', 'duplicate_settings',
+           'protocol_table', 'run_experiment', 'headline', 'write_results']
 
 # %% ../nbs/08_experiment.ipynb #5997fbab
 class ConfigError(ValueError):
@@ -231,6 +233,32 @@ def experiment_games(cfg: ExperimentConfig, # from `load_config`
                                        cache_dir=base/"coalitions", progress=progress))
     return client, games
 
+# %% ../nbs/08_experiment.ipynb #01eea588
+def dummy_members(iv: dict, # frozenset → per-item scores, ∅ included (from `item_values`)
+                  players: list, # the pool
+                  tol: float = 1e-12, # scores closer than this are equal
+                 ) -> list: # the dummies, in pool order
+    "The members whose presence changes no coalition's score on any item."
+    out = []
+    for p in players:
+        rest = [q for q in players if q != p]
+        subsets = (frozenset(c) for k in range(len(rest) + 1) for c in itertools.combinations(rest, k))
+        if all(np.allclose(iv[s | {p}], iv[s], rtol=0, atol=tol) for s in subsets if s in iv and s | {p} in iv): out.append(p)
+    return out
+
+# %% ../nbs/08_experiment.ipynb #1bb87815
+def duplicate_settings(outcomes: pd.DataFrame, # the outcomes record (many settings)
+                      ) -> dict: # (protocol, task) → the other protocols with identical per-item outcomes on that task
+    "Settings whose per-item scores are identical, coalition by coalition, to another protocol's on the same task."
+    games = {k: o.set_index(["coalition", "item"]).score.sort_index() for k, o in outcomes.groupby(["protocol", "task"], sort=False)}
+    out = {k: [] for k in games}
+    for (a, b) in itertools.combinations(games, 2):
+        if a[1] != b[1]: continue
+        x, y = games[a], games[b]
+        if x.index.equals(y.index) and np.allclose(x.to_numpy(float), y.to_numpy(float), rtol=0, atol=1e-12, equal_nan=True):
+            out[a].append(b[0]); out[b].append(a[0])
+    return out
+
 # %% ../nbs/08_experiment.ipynb #a285cff1
 SETTING = ["protocol", "family", "upper_bound", "task"]  # the columns that name a setting in the outcomes record
 
@@ -240,6 +268,7 @@ def protocol_table(outcomes: pd.DataFrame, # the outcomes record (no error rows)
                   ) -> pd.DataFrame:
     "v(N), the best single member, the gain, calls per item, and per-member individual / Shapley / LOO."
     rows, grand = [], coalition_label(players, players)
+    dup = duplicate_settings(outcomes)
     for (protocol, family, upper_bound, task), out in outcomes.groupby(SETTING, sort=False):
         solo = {p: float(out.score[out.coalition == p].mean()) for p in players}
         best = max(players, key=lambda p: solo[p])
@@ -247,7 +276,8 @@ def protocol_table(outcomes: pd.DataFrame, # the outcomes record (no error rows)
         vn = float(full.score.mean())
         row = dict(protocol=protocol, family=family, upper_bound=bool(upper_bound), task=task, items=len(full),
                    v_N=round(vn, 3), best_single=round(solo[best], 3), best_member=best, gain=round(vn - solo[best], 3),
-                   calls_per_item=round(float(full.calls.mean()), 2))
+                   calls_per_item=round(float(full.calls.mean()), 2), duplicate_of=";".join(dup[(protocol, task)]),
+                   dummies=";".join(dummy_members(item_values(out, drop_errors=True), players)))
         v = values[(values.protocol == protocol) & (values.task == task)].set_index("model")
         for p in players:
             for m in ("individual", "shapley", "loo"): row[f"{p}:{m}"] = round(float(v.loc[p, m]), 3)
@@ -260,29 +290,51 @@ def run_experiment(cfg: ExperimentConfig, # from `load_config`
                    cache_dir: str|Path|None = None, # call and coalition caches (default: under `home_dir()`)
                    progress: bool = True, # progress bars
                    specs: list[ModelSpec]|None = None, # the pool's specs (default: the config's), e.g. of servers just started
-                  ) -> dict: # outcomes, values, correlations, summary, protocols (DataFrames), seconds, calls
-    "Evaluate every coalition game of the config and attribute."
+                  ) -> dict: # outcomes, individual, values, pairwise, correlations, summary, protocols (DataFrames), seconds, calls
+    "Evaluate every coalition game of the config, the members' individual strength, and attribute."
     r, players = cfg.run, cfg.players
     client, games = experiment_games(cfg, mode, cache_dir, progress, specs)
     t0 = time.perf_counter()
     outs = [g.evaluate() for g in games]
-    item_values = [g.item_values(o) for g, o in zip(games, outs)]  # per game: v_empty can depend on the task
+    inds = [g.individual() for g in games]  # the members' own answers: shared calls, from the call cache
+    bad = pd.concat(inds)[lambda d: d.error.notna()]
+    if len(bad): raise ValueError(f"{len(bad)} of the members' own answers are errors (first: {bad.error.iloc[0][:120]}); rerun to retry them")
     outcomes = pd.concat(outs, ignore_index=True)
-    settings = {}
-    for iv, out in zip(item_values, outs):
+    bounds = sorted(outcomes.loc[outcomes.upper_bound.astype(bool), "protocol"].unique())
+    settings, pairs = {}, []
+    for g, out, ind in zip(games, outs, inds):
         protocol, family, _, task = out[SETTING].iloc[0]
-        settings[(cfg.pool_name, protocol, family, task)] = values_table(iv, players, n_boot=r.n_boot, level=r.level, seed=r.seed)
+        own = ind.pivot(index="item", columns="model", values="score").loc[[it.id for it in g.task], players]
+        t = values_table(g.item_values(out), players, n_boot=r.n_boot, level=r.level, seed=r.seed, individual=own)
+        settings[(cfg.pool_name, protocol, family, task)] = t
+        pairs.append(pairwise_table(t, n_boot=r.n_boot, level=r.level, seed=r.seed).assign(protocol=protocol, family=family, task=task))
     def _plain(k, t):  # the per-item tables ride in .attrs; the record keeps the values only
         t = t.assign(protocol=k[1], family=k[2], task=k[3]).reset_index(); t.attrs = {}; return t
     values = pd.concat([_plain(k, t) for k, t in settings.items()])
     first = ["protocol", "family", "task", "model"]
     values = values[first + [c for c in values.columns if c not in first]].reset_index(drop=True)
-    corr = correlations_table(settings, n_boot=r.n_boot, level=r.level, seed=r.seed)
+    pairwise = pd.concat(pairs, ignore_index=True)
+    pairwise = pairwise[["protocol", "family", "task"] + [c for c in pairwise.columns if c not in ("protocol", "family", "task")]]
+    corr = correlations_table(settings, exclude=bounds, n_boot=r.n_boot, level=r.level, seed=r.seed)
+    individual = pd.concat(inds, ignore_index=True).drop_duplicates(["model", "task", "item"]).reset_index(drop=True)
     u = client.usage()
-    bounds = sorted(outcomes.loc[outcomes.upper_bound.astype(bool), "protocol"].unique())
-    return dict(outcomes=outcomes, values=values, correlations=corr, summary=summarize(corr, exclude=bounds),
-                protocols=protocol_table(outcomes, values, players), seconds=time.perf_counter() - t0,
-                requests=len(u), model_calls=int((~u.cached).sum()))
+    return dict(outcomes=outcomes, individual=individual, values=values, pairwise=pairwise, correlations=corr,
+                summary=summarize(corr, exclude=bounds), protocols=protocol_table(outcomes, values, players),
+                seconds=time.perf_counter() - t0, requests=len(u), model_calls=int((~u.cached).sum()))
+
+# %% ../nbs/08_experiment.ipynb #951cc0d9
+VERDICT_RULE = ("A setting's verdict on individual vs compositional strength (Spearman ρ across the members): "
+                "translates when the Holm-adjusted exact permutation p < 0.05 and the bootstrap CI's lower bound > 0; "
+                "does not translate when the CI's upper bound < 0.5 (strong coupling ruled out); inconclusive otherwise, "
+                "and always with fewer than 10 items or too many undefined bootstrap resamples.")
+
+def headline(summary: pd.DataFrame # from `summarize`
+            ) -> str:
+    "The finding in one sentence: in how many settings individual strength translates, does not, or cannot be told."
+    a = summary[summary.family == "all"].iloc[0] if (summary.family == "all").any() else summary.sum(numeric_only=True)
+    n = int(a.settings)
+    return (f"Individual strength translates into compositional strength (Shapley value) in {int(a.translates)} of {n} settings; "
+            f"it does not in {int(a.does_not_translate)}; {int(a.inconclusive)} of {n} are inconclusive at this size.")
 
 # %% ../nbs/08_experiment.ipynb #b63a0848
 def write_results(res: dict, # from `run_experiment`
@@ -290,19 +342,28 @@ def write_results(res: dict, # from `run_experiment`
                  ) -> Path:
     "Write the results record and `report.html` into `out`."
     out = Path(out); out.mkdir(parents=True, exist_ok=True)
-    for k in ("outcomes", "values", "correlations", "summary", "protocols"): res[k].to_csv(out/f"{k}.csv", index=False)
+    for k in ("outcomes", "individual", "values", "pairwise", "correlations", "summary", "protocols"):
+        res[k].to_csv(out/f"{k}.csv", index=False)
     v = res["values"]
     o = res["outcomes"]
     bounds = o.loc[o.upper_bound.astype(bool), "protocol"].unique()
     chart = alt.vconcat(correlation_heatmap(res["correlations"]), strength_scatter(v[~v.protocol.isin(bounds)], res["correlations"]))
-    cols = ["protocol", "task", "model", "individual", "shapley", "shapley_ci_low", "shapley_ci_high", "loo", "banzhaf"]
+    cols = ["protocol", "task", "model", "individual", "singleton", "shapley", "shapley_ci_low", "shapley_ci_high",
+            "shapley_rank", "shapley_rank_kept", "loo", "banzhaf"]
+    c = res["correlations"]
+    ver = c[(c.x == "individual") & (c.y == "shapley")][["protocol", "task", "n_models", "n_items", "spearman", "spearman_ci_low",
+            "spearman_ci_high", "spearman_p", "spearman_p_holm", "min_detectable", "v_N", "v_N_halfwidth", "shapley_halfwidth_max", "verdict"]]
     html = chart.to_html(inline=True)
-    tables = (f"<h1>compstrength report</h1><p>{res['requests']} requests, {res['model_calls']} model calls, "
-              f"{res['seconds']:.1f} s</p><h2>Summary</h2>{res['summary'].to_html(index=False)}"
-              f"<h2>Protocols</h2><p>Upper bounds (upper_bound = True) read the gold answer and are left out of the summary.</p>"
+    tables = (f"<h1>compstrength report</h1><p><b>{headline(res['summary'])}</b></p>"
+              f"<p>{res['requests']} requests, {res['model_calls']} model calls, {res['seconds']:.1f} s</p>"
+              f"<h2>Summary</h2>{res['summary'].to_html(index=False)}"
+              f"<h2>Verdicts</h2><p>{VERDICT_RULE}</p>{ver.round(3).to_html(index=False)}"
+              f"<h2>Protocols</h2><p>Upper bounds (upper_bound = True) read the gold answer and are left out of the summary. "
+              f"duplicate_of: protocols with identical per-item outcomes; dummies: members that change no coalition's score.</p>"
               f"{res['protocols'].to_html(index=False)}"
-              f"<h2>Values</h2>{res['values'][cols].round(3).to_html(index=False)}"
-              f"<h2>Rank correlations</h2>{res['correlations'].round(3).to_html(index=False)}<h2>Charts</h2>")
+              f"<h2>Values</h2>{v[[x for x in cols if x in v.columns]].round(3).to_html(index=False)}"
+              f"<h2>Pairwise differences of Shapley values</h2>{res['pairwise'].round(3).to_html(index=False)}"
+              f"<h2>Rank correlations</h2>{c.round(3).to_html(index=False)}<h2>Charts</h2>")
     at = html.index("<body>", html.rindex("</head>")) + len("<body>")  # the inlined JS also contains "<body>"
     (out/"report.html").write_text(html[:at] + tables + html[at:])
     return out

@@ -19,7 +19,8 @@ from tqdm.auto import tqdm
 from .attribution import coalition_label, parse_coalition
 from .files import home_dir
 from .models import ModelCallError, ModelClient, run_sync
-from .protocols import Protocol
+from .protocols import Protocol, expected_score, member_order, own_request
+from . import tasks
 from .tasks import Item, Task, score
 
 # %% auto #0
@@ -70,7 +71,8 @@ class CoalitionGame:
     def key(self, coalition: frozenset, item_id: str) -> str:
         "The coalition-cache key of one (coalition, item)."
         d = dict(protocol=self.protocol.name, version=self.protocol.version, params=self.protocol.params,
-                 task=self.task.name, item=item_id, coalition=sorted(coalition), seed=self.seed,
+                 roles=self.protocol.roles, task=self.task.name, item=item_id, coalition=sorted(coalition),
+                 order=list(member_order(self.client, coalition)), seed=self.seed, extractor=tasks.EXTRACTOR_VERSION,
                  pool=[self.client.spec(p).cache_identity for p in sorted(coalition)])
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
 
@@ -113,7 +115,7 @@ async def arun_one(self: CoalitionGame,
     hit = self.lookup(coalition, item)
     if hit is not None: return hit
     key = self.key(coalition, item.id)
-    members = tuple(p for p in self.players if p in coalition)
+    members = member_order(self.client, coalition)
     row = dict(protocol=self.protocol.name, task=self.task.name, coalition=coalition_label(coalition, self.players),
                size=len(members), item=item.id, gold=item.answer, transcript=key)
     async with self._limit():
@@ -121,8 +123,7 @@ async def arun_one(self: CoalitionGame,
         except ModelCallError as e:
             return self._outcome({**row, "score": float("nan"), "answer": None, "calls": 0, "model_calls": 0,
                                   "tokens": 0, "cost": 0.0, "error": str(e)[:300]}, cached=False)
-    s = score(self.task, item, out.final)
-    row.update(score=s.score, answer=out.answer, calls=out.calls, model_calls=out.model_calls,
+    row.update(score=expected_score(self.task, item, out), answer=out.answer, calls=out.calls, model_calls=out.model_calls,
                tokens=out.tokens, cost=out.cost, error=None)
     self.cache.set(key, {**row, "transcript_calls": out.transcript})
     return self._outcome(row, cached=False)
@@ -196,6 +197,24 @@ def item_values(self: CoalitionGame,
                ) -> dict: # frozenset → per-item scores, ∅ included
     "The per-item game: items in task order, ∅ is `v_empty` on every item."
     return item_values(outcomes, [it.id for it in self.task], self.v_empty(), drop_errors)
+
+# %% ../nbs/06_game.ipynb #d991a922
+@patch
+async def aindividual(self: CoalitionGame) -> pd.DataFrame: # one row per (member, item): model, task, item, score, answer, error
+    "Each member's own answer to every item under the task's standard prompt, scored: individual strength."
+    async def one(m, item):
+        try: c = await self.client.acomplete(m, **own_request(self.task, item, self.protocol.max_tokens))
+        except ModelCallError as e: return dict(model=m, task=self.task.name, item=item.id, score=float("nan"), answer=None, error=str(e)[:300])
+        s = score(self.task, item, c.text)
+        return dict(model=m, task=self.task.name, item=item.id, score=float(s.score), answer=s.extracted, error=None)
+    rows = await asyncio.gather(*(one(m, it) for m in self.players for it in self.task))
+    return pd.DataFrame(rows, columns=["model", "task", "item", "score", "answer", "error"])
+
+# %% ../nbs/06_game.ipynb #a40c5bb9
+@patch
+def individual(self: CoalitionGame) -> pd.DataFrame: # one row per (member, item)
+    "Each member's own answer to every item, scored: individual strength (see `aindividual`)."
+    return run_sync(self.aindividual())
 
 # %% ../nbs/06_game.ipynb #653b536a
 @patch

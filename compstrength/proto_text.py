@@ -10,7 +10,7 @@ import asyncio, itertools
 import numpy as np
 
 from .proto_base import (
-    BEST_ON_DEV, Protocol, ProtocolError, ask, extract_answer, item_text, own_request, register, vote)
+    BEST_ON_DEV, Protocol, ProtocolError, ask, extract_answer, item_text, own_request, register, tie_outcome, vote)
 from .tasks import choice_letters, prompt_messages
 
 # %% auto #0
@@ -20,15 +20,15 @@ __all__ = ['AGGREGATE', 'MajorityVote', 'final_instruction', 'tail', 'replies_bl
 # %% ../nbs/04b_proto_text.ipynb #68d6e7c3
 @register
 class MajorityVote(Protocol):
-    "Each member answers alone; the most common extracted answer wins (ties: first in coalition order)."
-    name, version, family, min_size, kinds = "majority_vote", 2, "text", 1, ("numeric", "choice")
+    "Each member answers alone; the most common extracted answer wins (a tie: expectation over the tied answers)."
+    name, version, family, min_size, kinds = "majority_vote", 3, "text", 1, ("numeric", "choice")
+    roles = {"ties": "expectation over the tied answers (fractional score)"}
 
     async def _run(self, calls, task, item, coalition):
         comps = await asyncio.gather(*(ask(calls, m, task, item, self.max_tokens, "voter") for m in coalition))
         answers = [extract_answer(task, item, c.text) for c in comps]
-        winner = vote(answers)
-        final = comps[answers.index(winner)].text if winner is not None else comps[0].text
-        return final, winner, dict(answers=answers)
+        final, answer, ties = tie_outcome([c.text for c in comps], answers, vote(answers))
+        return final, answer, dict(answers=answers, ties=ties)
 
 # %% ../nbs/04b_proto_text.ipynb #ad35cc8e
 def final_instruction(task, item) -> str:
@@ -65,23 +65,27 @@ class FollowUp(Protocol):
 class WeightedVote(Protocol):
     "Each member answers alone; votes are weighted by each member's smoothed dev accuracy."
     name, family, min_size, kinds, uses_dev = "weighted_vote", "text", 1, ("numeric", "choice"), True
-    roles = {"weights": "(correct + 1) / (n_dev + 2) on the coalition's own dev answers"}
+    roles = {"weights": "(correct + 1) / (n_dev + 2) on the coalition's own dev answers",
+             "ties": "expectation over the tied answers (fractional score)"}
+    version = 2
 
     async def _run(self, calls, task, item, coalition):
         stats, comps = await asyncio.gather(asyncio.gather(*(self.dev_stats(calls.client, task, m) for m in coalition)),
                                             asyncio.gather(*(ask(calls, m, task, item, self.max_tokens, "voter") for m in coalition)))
         w = [(s.correct.sum() + 1) / (len(s.correct) + 2) for s in stats]
         answers = [extract_answer(task, item, c.text) for c in comps]
-        winner = vote(answers, w)
-        final = comps[answers.index(winner)].text if winner is not None else comps[0].text
-        return final, winner, dict(weights=[round(float(x), 3) for x in w], answers=answers)
+        final, answer, ties = tie_outcome([c.text for c in comps], answers, vote(answers, w))
+        return final, answer, dict(weights=[round(float(x), 3) for x in w], answers=answers, ties=ties)
 
 # %% ../nbs/04b_proto_text.ipynb #440b5de6
 @register
 class Debate(FollowUp):
-    "R rounds: each member updates its answer after reading the others'; final answer by vote."
+    "R rounds: each member updates its answer after reading the others'; final answer by vote (a tie: expectation)."
     name, family, min_size, kinds = "debate", "text", 1, ("numeric", "choice")
     budget_rule = "k·R"
+    roles = {"ties": "expectation over the tied final answers (fractional score)",
+             "listing": "the other agents' replies in canonical member order"}
+    version = 2
     def __init__(self, rounds: int = 2, # rounds, the first being the members' own answers
                  **kw):
         super().__init__(**kw)
@@ -107,16 +111,17 @@ class Debate(FollowUp):
             comps = await asyncio.gather(*(turn(i) for i in range(len(coalition))))
             history.append([c.text for c in comps])
         answers = [extract_answer(task, item, t) for t in history[-1]]
-        winner = vote(answers)
-        final = history[-1][answers.index(winner)] if winner is not None else history[-1][0]
-        return final, winner, dict(answers_by_round=[[extract_answer(task, item, t) for t in h] for h in history])
+        final, answer, ties = tie_outcome(history[-1], answers, vote(answers))
+        return final, answer, dict(answers_by_round=[[extract_answer(task, item, t) for t in h] for h in history], ties=ties)
 
 # %% ../nbs/04b_proto_text.ipynb #706aa09e
 @register
 class Refine(FollowUp):
-    "Drafts, a summarizer's review notes, revisions; R rounds; final answer by vote."
+    "Drafts, a summarizer's review notes, revisions; R rounds; final answer by vote (a tie: expectation)."
     name, family, min_size, kinds, uses_dev = "refine", "text", 1, ("numeric", "choice"), True
-    roles = {"summarizer": BEST_ON_DEV}
+    roles = {"summarizer": BEST_ON_DEV, "ties": "expectation over the tied final answers (fractional score)",
+             "listing": "drafts in canonical member order"}
+    version = 2
     budget_rule = "k + R·(k + 1)"
     def __init__(self, rounds: int = 1, # summarize-and-revise rounds
                  notes_tokens: int = 96, # cap on the summarizer's notes
@@ -145,9 +150,8 @@ class Refine(FollowUp):
                 return calls(coalition[i], msgs, role=f"reviser r{r}", max_tokens=self.followup_tokens)
             drafts = [c.text for c in await asyncio.gather(*(revise(i) for i in range(len(coalition))))]
         answers = [extract_answer(task, item, t) for t in drafts]
-        winner = vote(answers)
-        final = drafts[answers.index(winner)] if winner is not None else drafts[0]
-        return final, winner, dict(summarizer=summarizer, answers=answers)
+        final, answer, ties = tie_outcome(drafts, answers, vote(answers))
+        return final, answer, dict(summarizer=summarizer, answers=answers, ties=ties)
 
 # %% ../nbs/04b_proto_text.ipynb #53e68d15
 AGGREGATE = ("You have been provided with a set of responses from various models to the problem below. Your task is to "
@@ -159,7 +163,7 @@ AGGREGATE = ("You have been provided with a set of responses from various models
 class MixtureOfAgents(FollowUp):
     "Layers of proposers (each reading the previous layer), then an aggregator synthesises the final response."
     name, family, min_size, kinds, uses_dev = "moa", "text", 1, ("numeric", "choice"), True
-    roles = {"aggregator": BEST_ON_DEV}
+    roles = {"aggregator": BEST_ON_DEV, "listing": "responses in canonical member order"}
     budget_rule = "k·L + 1"
     def __init__(self, layers: int = 1, # proposer layers
                  **kw):
@@ -198,7 +202,9 @@ class RankFusion(FollowUp):
     "A ranker judges pairs of the members' replies; the top-k are fused by a member (LLM-Blender style)."
     name, family, min_size, kinds, uses_dev = "rank_fusion", "text", 1, ("numeric", "choice"), True
     roles = {"ranker": BEST_ON_DEV,
-             "fuser": "the same member as the ranker"}
+             "fuser": "the same member as the ranker",
+             "pairs": "each pair judged once, the earlier member in canonical order as Response A",
+             "ties": "equal wins: canonical member order"}
     budget_rule = "k + k(k−1)/2 + 1"
     def __init__(self, top_k: int = 2, # replies fused
                  **kw):
@@ -236,11 +242,13 @@ class RankFusion(FollowUp):
 # %% ../nbs/04b_proto_text.ipynb #c08c5f7f
 @register
 class SelfConsistency(Protocol):
-    "Each member samples n answers; the answer of the most self-consistent member wins."
+    "Each member samples n answers; the answer of the most self-consistent member wins (ties: expectation)."
     name, family, min_size, kinds = "self_consistency", "text", 1, ("numeric", "choice")
     singleton = "the member's majority answer over its n samples (self-consistency alone)"
     alone_when_single = False
     budget_rule = "n·k"
+    roles = {"ties": "expectation over equally self-consistent members and over a member's tied majority answers"}
+    version = 2
     def __init__(self, samples: int = 3, # samples per member
                  temperature: float = 0.7, # sampling temperature
                  **kw):
@@ -255,12 +263,17 @@ class SelfConsistency(Protocol):
         req = own_request(task, item, self.max_tokens)
         comps = await asyncio.gather(*(calls(m, role=f"sample {s}", temperature=self.temperature, seed=self.seed, sample=s, **req)
                                        for m in coalition for s in range(self.samples)))
-        best = None
+        per = []  # (consistency, member, its (reply, answer, probability) outcomes)
         for i, m in enumerate(coalition):
             texts = [c.text for c in comps[i * self.samples:(i + 1) * self.samples]]
             answers = [extract_answer(task, item, t) for t in texts]
-            maj = vote(answers)
-            cons = sum(a == maj for a in answers) / self.samples if maj is not None else 0.0
-            if best is None or cons > best[0]: best = (cons, m, maj, texts[answers.index(maj)] if maj is not None else texts[0])
-        cons, m, maj, final = best
-        return final, maj, dict(selected=m, consistency=cons)
+            winners = vote(answers)
+            cons = sum(a == winners[0] for a in answers) / self.samples if winners else 0.0
+            final, answer, ties = tie_outcome(texts, answers, winners)
+            per.append((cons, m, ties or [(final, answer, 1.0)]))
+        top = max(c for c, _, _ in per)
+        chosen = [(m, outs) for c, m, outs in per if c == top]
+        ties = [(t, a, p / len(chosen)) for _, outs in chosen for t, a, p in outs]
+        if len(ties) == 1: return ties[0][0], ties[0][1], dict(selected=chosen[0][0], consistency=top)
+        answer = "|".join(dict.fromkeys(a for _, a, _ in ties if a is not None)) or None
+        return ties[0][0], answer, dict(selected=[m for m, _ in chosen], consistency=top, ties=ties)

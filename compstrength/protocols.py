@@ -9,23 +9,25 @@ from __future__ import annotations
 
 from .proto_base import (
     BEST_ON_DEV, PROTOCOLS, BudgetExceeded, Calls, DevStats, FixedClient, Outcome, Protocol, ProtocolError, ask, confidence,
-    dev_task, extract_answer, item_text, own_request, register, vote)
+    dev_task, expected_score, extract_answer, item_text, member_order, own_request, register, tie_outcome, vote, MEMBER_ORDER)
 from .proto_api import Cascade, OracleRouter, PromptRouter, TrainedRouter
 from .proto_text import (
     Debate, MajorityVote, MixtureOfAgents, Refine, RankFusion, SelfConsistency, WeightedVote)
 from .proto_logit import LogitFusion
 
 _all_ = ["BEST_ON_DEV", "PROTOCOLS", "BudgetExceeded", "Calls", "DevStats", "FixedClient", "Outcome", "Protocol",
-         "ProtocolError", "ask", "confidence", "dev_task", "extract_answer", "item_text", "own_request", "register", "vote",
+         "ProtocolError", "ask", "confidence", "dev_task", "expected_score", "extract_answer", "item_text", "member_order", "own_request",
+         "register", "tie_outcome", "vote", "MEMBER_ORDER",
          "PromptRouter", "Cascade", "TrainedRouter", "OracleRouter", "MajorityVote", "WeightedVote", "Debate", "Refine",
          "MixtureOfAgents", "RankFusion", "SelfConsistency", "LogitFusion"]
 
 # %% auto #0
 __all__ = ['FAMILY_ORDER', 'available_protocols', 'get_protocol', 'protocol_declarations', 'BEST_ON_DEV', 'PROTOCOLS',
            'BudgetExceeded', 'Calls', 'DevStats', 'FixedClient', 'Outcome', 'Protocol', 'ProtocolError', 'ask',
-           'confidence', 'dev_task', 'extract_answer', 'item_text', 'own_request', 'register', 'vote', 'PromptRouter',
-           'Cascade', 'TrainedRouter', 'OracleRouter', 'MajorityVote', 'WeightedVote', 'Debate', 'Refine',
-           'MixtureOfAgents', 'RankFusion', 'SelfConsistency', 'LogitFusion']
+           'confidence', 'dev_task', 'expected_score', 'extract_answer', 'item_text', 'member_order', 'own_request',
+           'register', 'tie_outcome', 'vote', 'MEMBER_ORDER', 'PromptRouter', 'Cascade', 'TrainedRouter',
+           'OracleRouter', 'MajorityVote', 'WeightedVote', 'Debate', 'Refine', 'MixtureOfAgents', 'RankFusion',
+           'SelfConsistency', 'LogitFusion']
 
 # %% ../nbs/04d_protocols.ipynb #f85472aa
 FAMILY_ORDER = {"api": 0, "text": 1, "logit": 2, "weight": 3}

@@ -17,9 +17,9 @@ from .files import Artifact, data_dir, fetch_artifact, home_dir
 from .sandbox import run_sandboxed
 
 # %% auto #0
-__all__ = ['KINDS', 'DATA_ARTIFACTS', 'TASKS', 'Item', 'TaskError', 'Task', 'choice_letters', 'prompt_messages', 'extract_number',
-           'extract_choice', 'extract_code', 'Scored', 'score', 'read_jsonl', 'eval_arithmetic', 'task_from_file',
-           'load_task']
+__all__ = ['KINDS', 'EXTRACTOR_VERSION', 'DATA_ARTIFACTS', 'TASKS', 'Item', 'TaskError', 'Task', 'choice_letters',
+           'prompt_messages', 'extract_number', 'extract_choice', 'extract_code', 'Scored', 'score', 'read_jsonl',
+           'eval_arithmetic', 'task_from_file', 'load_task']
 
 # %% ../nbs/03_tasks.ipynb #e9a85648
 @dataclass(frozen=True)
@@ -204,6 +204,9 @@ def score(task: Task, # the item's task (its kind sets the scorer)
     r = run_sandboxed(prog, timeout=timeout)
     return Scored(float(r.passed), "passed" if r.passed else "failed",
                   "timeout" if r.timed_out else r.stderr.strip().splitlines()[-1][:200] if r.stderr.strip() else "")
+
+# %% ../nbs/03_tasks.ipynb #5166692c
+EXTRACTOR_VERSION = 2  # the version of the reply-reading rules (extraction and scoring); part of every coalition-cache key
 
 # %% ../nbs/03_tasks.ipynb #2759d208
 DATA_ARTIFACTS = {

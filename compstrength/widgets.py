@@ -34,11 +34,12 @@ class RecordSource:
     can_run, mode = False, "record"
     def __init__(self, outcomes: pd.DataFrame, # the outcomes record (one row per protocol, task, coalition, item)
                  empty_value: float = 0.0, # v(∅)
+                 individual: pd.DataFrame|None = None, # the members' own scores (`individual.csv`: model, task, item, score), if recorded
                 ):
         missing = {"protocol", "task", "coalition", "size", "item", "score", "error"} - set(outcomes.columns)
         if missing: raise ValueError(f"not an outcomes record: missing columns {sorted(missing)}")
         if not len(outcomes): raise ValueError("the outcomes record is empty")
-        self.outcomes, self.empty_value = outcomes, empty_value
+        self.outcomes, self.empty_value, self.individual = outcomes, empty_value, individual
         self.players = record_players(outcomes)
         self._settings = outcomes[["protocol", "task"]].drop_duplicates()
 
@@ -58,6 +59,14 @@ class RecordSource:
         need = (2 ** len(ms) - 1) * setting.item.nunique()
         return o, need - len(o), need
 
+    def own(self, task: str, items: Sequence[str], members: Sequence[str]) -> pd.DataFrame|None: # items × members, or None
+        "The members' own scores on `items` (individual strength), when the record has them all."
+        if self.individual is None: return None
+        d = self.individual[(self.individual.task == task) & self.individual.model.isin(list(members))]
+        w = d.pivot_table(index="item", columns="model", values="score", aggfunc="first")
+        if not set(items) <= set(w.index) or not set(members) <= set(w.columns): return None
+        return w.loc[list(items), list(members)]
+
 # %% ../nbs/08a_widgets.ipynb #fa5df224
 class GameSource:
     "A config's coalition games: reads their cache and runs what is missing."
@@ -73,6 +82,7 @@ class GameSource:
         self.players = self.cfg.players
         self.empty_value = float(games[0].v_empty()) if games else 0.0
         self._rows: dict = {}
+        self._own: dict = {}
 
     def protocols(self) -> list:
         "The config's protocols, in config order."
@@ -124,7 +134,24 @@ class GameSource:
             else: errors += 1
             done += 1
             if on_progress: on_progress(done, len(todo))
+        if not (cancel is not None and cancel.is_set()): self._own_of(game, compute=True)
         return dict(done=done, errors=errors, cancelled=done < len(todo), todo=len(todo))
+
+    def _own_of(self, game, compute=False):
+        k = (game.protocol.name, game.task.name)
+        if k not in self._own and (compute or self.mode == "replay"):  # a replay answers from the recording: no model call
+            ind = game.individual()
+            if ind.error.isna().all(): self._own[k] = ind
+        return self._own.get(k)
+
+    def own(self, task: str, items: Sequence[str], members: Sequence[str]) -> pd.DataFrame|None: # items × members, or None
+        "The members' own scores on `items` (individual strength): replayed, or computed by `run`; None before."
+        game = next((g for (p, t), g in self.games.items() if t == task), None)
+        ind = self._own_of(game) if game is not None else None
+        if ind is None: return None
+        w = ind.pivot(index="item", columns="model", values="score")
+        if not set(items) <= set(w.index): return None
+        return w.loc[list(items), list(members)]
 
 # %% ../nbs/08a_widgets.ipynb #94484334
 _LABELS = {"shapley": "exact Shapley", "loo": "leave-one-out", "banzhaf": "Banzhaf",
@@ -144,11 +171,13 @@ def selection_tables(source, # a `RecordSource` or a `GameSource`
     o = o.assign(protocol=protocol, task=task)
     ev = source.empty_value
     iv = item_values_of(o, players=ms, empty_value=ev)
-    vt = values_table(iv, list(ms), n_boot=n_boot, seed=seed, methods=("individual", est), budget=budget)
+    items = list(pd.unique(o[~o.item.isin(set(o.loc[o.error.notna(), "item"]))].item))
+    own = source.own(task, items, ms) if hasattr(source, "own") else None  # None: individual strength falls back to v({i})
+    vt = values_table(iv, list(ms), n_boot=n_boot, seed=seed, methods=("individual", est), budget=budget, individual=own)
     rc = rank_correlation(vt, "individual", est, n_boot=n_boot, seed=seed) if len(ms) > 1 else {}
     vals = vt.reset_index().assign(protocol=protocol, task=task)
     corr = pd.DataFrame([dict(protocol=protocol, task=task, **rc)]) if rc else None
-    out.update(values=vals, correlation=rc, correlations=corr,
+    out.update(values=vals, correlation=rc, individual_is_own=own is not None, correlations=corr,
                coalitions=coalition_table(o, players=ms, empty_value=ev),
                interactions=interaction_table(o, players=ms, empty_value=ev) if len(ms) > 1 else None,
                contributions=contribution_table(o, players=ms, method=est, budget=budget, seed=seed, empty_value=ev))
@@ -301,7 +330,8 @@ class Explorer:
                    if self.source.can_run else "these saved results do not have them")
             self.status.value = f"{head}: {r['need'] - r['missing']} of {r['need']} runs cached; {how} · updated in {dt:.2f} s"
         else:
-            self.status.value = f"{head}: Spearman ρ = {rho_txt} · {r['need']} runs, all cached · updated in {dt:.2f} s"
+            x_txt = "" if r.get("individual_is_own", True) else " · individual = v({i}) (no own answers recorded)"
+            self.status.value = f"{head}: Spearman ρ = {rho_txt} · {r['need']} runs, all cached{x_txt} · updated in {dt:.2f} s"
         return dt
 
 # %% ../nbs/08a_widgets.ipynb #dcf0c18d
@@ -344,11 +374,12 @@ def explore(source=None, # saved results: `run_experiment`'s dict, an outcomes D
             **kw, # passed to `Explorer` (protocol, task, members, estimator, budget, n_boot, seed)
            ) -> Explorer:
     "An explorer over saved results or a config."
-    if isinstance(source, dict) and "outcomes" in source: src = RecordSource(source["outcomes"])
+    if isinstance(source, dict) and "outcomes" in source: src = RecordSource(source["outcomes"], individual=source.get("individual"))
     elif isinstance(source, pd.DataFrame): src = RecordSource(source)
     elif isinstance(source, (str, Path)) and Path(source).is_dir():
         f = Path(source)/"outcomes.csv"
         if not f.exists(): raise FileNotFoundError(f"{source} has no outcomes.csv (write one with `compstrength run --out`)")
-        src = RecordSource(pd.read_csv(f))
+        ind = Path(source)/"individual.csv"
+        src = RecordSource(pd.read_csv(f), individual=pd.read_csv(ind) if ind.exists() else None)
     else: src = GameSource(source, mode=mode, cache_dir=cache_dir)
     return Explorer(src, **kw)

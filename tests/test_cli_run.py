@@ -13,7 +13,8 @@ def test_default_run_replays_without_a_model_call(tmp_path, isolated_home):
     assert r.returncode == 0, r.stderr[-2000:]
     assert "0 model calls" in r.stdout
     files = {p.name for p in (tmp_path/"res").iterdir()}
-    assert {"outcomes.csv", "values.csv", "correlations.csv", "summary.csv", "protocols.csv", "report.html"} <= files
+    assert {"outcomes.csv", "individual.csv", "values.csv", "pairwise.csv", "correlations.csv", "summary.csv", "protocols.csv",
+            "report.html"} <= files
     values = pd.read_csv(tmp_path/"res"/"values.csv")
     settings = 10 * 2 + 2 * 1                                                # (protocol, task) pairs: debate, refine on arithmetic only
     assert len(values) == 4 * settings and values.shapley.notna().all()      # 4 members each
@@ -25,7 +26,10 @@ def test_default_run_replays_without_a_model_call(tmp_path, isolated_home):
     assert real.protocol.nunique() >= 8 and real.family.nunique() >= 3       # the floor: 8 protocols, 3 families
     assert {"v_N", "best_single", "calls_per_item", "qwen2.5-coder-1.5b:shapley", "qwen2.5-coder-1.5b:loo"} <= set(protocols.columns)
     summary = pd.read_csv(tmp_path/"res"/"summary.csv")
-    assert set(summary.family) == {"api", "text", "logit"} and summary.settings.sum() == settings - 2   # oracle left out
+    fam = summary[summary.family != "all"]
+    assert set(fam.family) == {"api", "text", "logit"} and fam.settings.sum() == settings - 2   # oracle left out
+    total = summary.set_index("family").loc["all"]
+    assert total.settings == settings - 2 and total.translates + total.does_not_translate + total.inconclusive == total.settings
     html = (tmp_path/"res"/"report.html").read_text()
     assert "vegaEmbed" in html and "cdn.jsdelivr.net" not in html
 

@@ -9,7 +9,7 @@ import pytest
 from compstrength.local import pool_specs
 from compstrength.files import data_dir
 from compstrength.models import ModelClient, run_sync
-from compstrength.protocols import (PROTOCOLS, BudgetExceeded, FixedClient, MajorityVote, ProtocolError,
+from compstrength.protocols import (PROTOCOLS, BudgetExceeded, FixedClient, MajorityVote, ProtocolError, expected_score,
                                     available_protocols, extract_answer, get_protocol)
 from compstrength.tasks import load_task, score
 
@@ -36,10 +36,14 @@ def _check(p, task, outs, coalition=CO):
     for it, o in zip(task.items, outs):
         assert 1 <= o.calls <= p.budget(len(coalition)), (p.name, o.calls)
         assert len(o.transcript) == o.calls and {e["member"] for e in o.transcript} <= set(coalition)
-        assert o.answer == extract_answer(task, it, o.final)          # the reported answer is the final reply's
-        assert score(task, it, o.final).score in (0.0, 1.0)
-        if p.name not in ("logit_fusion",):                             # the final reply is one of the calls' replies
-            assert o.final in [e["reply"] for e in o.transcript]
+        outcomes = o.ties or [(o.final, o.answer, 1.0)]              # a tie: every tied outcome, with its probability
+        assert abs(sum(q for *_, q in outcomes) - 1) < 1e-12 and o.final == outcomes[0][0]
+        assert o.answer == ("|".join(dict.fromkeys(a for _, a, _ in o.ties if a is not None)) or None if o.ties else extract_answer(task, it, o.final))
+        for text, answer, _ in outcomes:
+            assert answer == extract_answer(task, it, text)            # each reported answer is its reply's
+            if p.name not in ("logit_fusion",):                         # each reply is one of the calls' replies
+                assert text in [e["reply"] for e in o.transcript]
+        assert 0.0 <= expected_score(task, it, o) <= 1.0
 
 
 def _replay(tmp_path):
