@@ -146,12 +146,11 @@ class GameSource:
 
     def own(self, task: str, items: Sequence[str], members: Sequence[str]) -> pd.DataFrame|None: # items × members, or None
         "The members' own scores on `items` (individual strength): replayed, or computed by `run`; None before."
-        game = next((g for (p, t), g in self.games.items() if t == task), None)
-        ind = self._own_of(game) if game is not None else None
-        if ind is None: return None
-        w = ind.pivot(index="item", columns="model", values="score")
-        if not set(items) <= set(w.index): return None
-        return w.loc[list(items), list(members)]
+        for (p, t), game in self.games.items():  # any game of the task whose items cover the selection's
+            if t != task or not set(items) <= {it.id for it in game.task}: continue
+            ind = self._own_of(game)
+            if ind is not None: return ind.pivot(index="item", columns="model", values="score").loc[list(items), list(members)]
+        return None
 
 # %% ../nbs/08a_widgets.ipynb #94484334
 _LABELS = {"shapley": "exact Shapley", "loo": "leave-one-out", "banzhaf": "Banzhaf",
