@@ -15,51 +15,20 @@ setting with their ratio to the baseline (llama-cpp-python's server, one stream,
     .venv/bin/python bench/bench_throughput.py --build-only       # build llama-server (~6 min on 2 cores, once)
     .venv/bin/python bench/bench_throughput.py --caps-only        # the max_tokens section alone, from the recording
 
-llama-server is built once into $COMPSTRENGTH_HOME/build/llama-server-<id>/ with the same portable x86-64 flags as
-scripts/setup.sh uses for llama-cpp-python (no AMX/AVX-512 kernels).
+llama-server is built once by `compstrength.local.build_llama_server` (scripts/setup.sh runs it) into
+$COMPSTRENGTH_HOME/build/llama-server-<id>/, with the same portable x86-64 flags as scripts/setup.sh uses for
+llama-cpp-python (no AMX/AVX-512 kernels).
 """
-import argparse, asyncio, hashlib, json, os, shutil, subprocess, sys, tarfile, tempfile, time
-from pathlib import Path
+import argparse, json, os, subprocess, sys, tempfile, time
 
 import numpy as np
 import pandas as pd
 
 from compstrength.files import data_dir, fetch_model, home_dir
-from compstrength.local import free_port, healthy, stop_pid
+from compstrength.local import build_llama_server, free_port, healthy, stop_pid
 from compstrength.models import ModelClient, ModelSpec, run_sync
 from compstrength.protocols import extract_answer, own_request
 from compstrength.tasks import load_task
-
-LLAMA_VERSION = "0.3.36"
-CMAKE_FLAGS = ["-DGGML_NATIVE=OFF", "-DGGML_AVX=ON", "-DGGML_AVX2=ON", "-DGGML_FMA=ON", "-DGGML_F16C=ON", "-DGGML_BMI2=ON",
-               "-DGGML_AVX512=OFF", "-DGGML_AMX_TILE=OFF", "-DGGML_AMX_INT8=OFF"]
-
-
-def llama_server() -> Path:
-    "The llama-server binary, built from the vendored llama.cpp of the llama-cpp-python sdist (once per machine)."
-    bid = hashlib.sha256(" ".join([LLAMA_VERSION, *CMAKE_FLAGS]).encode()).hexdigest()[:12]
-    out = home_dir()/"build"/f"llama-server-{bid}"
-    if (out/"llama-server").exists(): return out/"llama-server"
-    with tempfile.TemporaryDirectory(prefix="llama-src-") as tmp:
-        t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
-                        f"llama-cpp-python=={LLAMA_VERSION}", "-d", tmp], check=True)
-        sdist = next(Path(tmp).glob("llama_cpp_python-*.tar.gz"))
-        with tarfile.open(sdist) as t: t.extractall(tmp, filter="data")
-        src = next(Path(tmp).glob("llama_cpp_python-*/vendor/llama.cpp"))
-        build = Path(tmp)/"build"
-        subprocess.run(["cmake", "-S", str(src), "-B", str(build), "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_CURL=OFF",
-                        "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_SERVER=ON", *CMAKE_FLAGS],
-                       check=True, stdout=subprocess.DEVNULL)
-        subprocess.run(["cmake", "--build", str(build), "--target", "llama-server", f"-j{os.cpu_count() or 2}"],
-                       check=True, stdout=subprocess.DEVNULL)
-        tmp_out = out.with_name(out.name + ".tmp"); shutil.rmtree(tmp_out, ignore_errors=True)
-        shutil.copytree(build/"bin", tmp_out)
-        shutil.rmtree(out, ignore_errors=True); tmp_out.rename(out)
-        print(f"built llama-server from llama-cpp-python {LLAMA_VERSION}'s vendored llama.cpp in {time.perf_counter() - t0:.0f} s: {out}",
-              flush=True)
-    return out/"llama-server"
-
 
 def start(kind: str, member: str, slots: int, threads: int, n_ctx: int = 4096):
     "Start one server for `member`: (process, api_base)."
@@ -70,7 +39,7 @@ def start(kind: str, member: str, slots: int, threads: int, n_ctx: int = 4096):
                "--use_mlock", "False", "--verbose", "False"]
         env = None
     else:
-        binary = llama_server()
+        binary = build_llama_server()
         cmd = [str(binary), "-m", str(path), "-a", member, "--host", "127.0.0.1", "--port", str(port), "-c", str(n_ctx * slots),
                "-np", str(slots), "-t", str(threads), "-tb", str(threads), "--cont-batching"]
         env = {**os.environ, "LD_LIBRARY_PATH": str(binary.parent)}
@@ -142,7 +111,7 @@ def main():
     pd.set_option("display.width", 200)
     print(f"# bench_throughput.py {' '.join(sys.argv[1:])}; {time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores", flush=True)
     if not a.caps_only:
-        llama_server()
+        build_llama_server()
         if a.build_only: return
         # (server, slots, calls in flight, token logprobs): the own-answer request asks for logprobs (cascade's confidence)
         settings = [("llama-cpp-python", 1, 1, True), ("llama-cpp-python", 1, 1, False), ("llama-server", 1, 1, True),

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from .attribution import attribute_items, bootstrap_ci, coalition_label, interactions, parse_coalition
+from .attribution import SAMPLED_METHODS, attribute_items, bootstrap_ci, coalition_label, interactions, parse_coalition
 from .game import item_values
 
 # %% auto #0
@@ -72,7 +72,7 @@ def values_table(item_values: dict, # frozenset → per-item scores (from `game.
         out["shapley_rank"], out["shapley_rank_kept"] = rank, (boot == rank).mean(0)
     head = "shapley" if "shapley" in methods else [m for m in methods if m != "individual"][0] if len(methods) > 1 else methods[0]
     out["ci_low"], out["ci_high"] = out[f"{head}_ci_low"], out[f"{head}_ci_high"]  # the record's headline CI
-    sampled = [m for m in methods if m in ("permutation", "kernel")]
+    sampled = [m for m in methods if m in SAMPLED_METHODS]
     out["method"] = "exact" if not sampled else "+".join(sampled)
     out["budget"] = 2 ** len(players) if not sampled else (budget if budget is not None else 2 * len(players) + 2048)
     out["n_items"] = n_items

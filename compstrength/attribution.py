@@ -7,15 +7,16 @@ Docs: https://compstrength.github.io/compstrength/attribution.html.md"""
 # %% ../nbs/05_attribution.ipynb #798a7380
 from __future__ import annotations
 from collections.abc import Mapping
-import math
+import itertools, math
 
 import numpy as np
 import pandas as pd
 from scipy.special import comb
 
 # %% auto #0
-__all__ = ['EXACT_MAX_PLAYERS', 'METHODS', 'SAMPLED_METHODS', 'coalition_of', 'mask_of', 'coalition_label', 'parse_coalition',
-           'value_table', 'attribute', 'attribute_table', 'interactions', 'attribute_items', 'bootstrap_ci']
+__all__ = ['EXACT_MAX_PLAYERS', 'METHODS', 'SAMPLED_METHODS', 'ESTIMATOR', 'coalition_of', 'mask_of', 'coalition_label',
+           'parse_coalition', 'value_table', 'attribute', 'attribute_table', 'interactions', 'attribute_items',
+           'bootstrap_ci']
 
 # %% ../nbs/05_attribution.ipynb #5b32a2c3
 def _players(players) -> list:
@@ -107,7 +108,7 @@ class _Game:
     def table(self) -> np.ndarray:
         "Values of all 2^n coalitions, indexed by bitmask."
         if self.tab is not None: return self.tab
-        if self.n > EXACT_MAX_PLAYERS: raise ValueError(f"{self.n} players: exact values need all 2^{self.n} coalitions; use method 'permutation' or 'kernel'")
+        if self.n > EXACT_MAX_PLAYERS: raise ValueError(f"{self.n} players: exact values need all 2^{self.n} coalitions; use an estimator (method 'stratified', 'permutation' or 'kernel') with a budget")
         N = 1 << self.n
         if self.f is None:  # a mapping: one pass over its entries
             present = np.zeros(N, dtype=bool)
@@ -222,14 +223,108 @@ def _kernel(g: _Game, budget: int, seed: int) -> np.ndarray:
         sv = np.moveaxis(sv, 0, -1)  # older shap: a list over outputs
     return sv.reshape((n,) + tail)
 
+# %% ../nbs/05_attribution.ipynb #a43c44e0
+def _strata_plan(n: int, # players
+                 budget: int # evaluations of v, v(∅) and v(N) included
+                ) -> tuple:
+    "The sizes `stratified` enumerates, and how many coalitions it samples of each other size."
+    left, exact = list(range(1, n // 2 + 1)), []  # size pairs {k, n−k}
+    B = min(budget, 1 << n) - 2
+    share = {k: (k * (n - k)) ** -0.5 for k in range(1, n)}
+    pair = lambda k: [k] if 2 * k == n else [k, n - k]
+    while left:  # the outermost pair whose share covers all its coalitions is enumerated; repeat
+        tot = sum(share[j] for k in left for j in pair(k))
+        k = next((k for k in left if B * sum(share[j] for j in pair(k)) / tot >= sum(math.comb(n, j) for j in pair(k))), None)
+        if k is None: break
+        left.remove(k); exact += pair(k); B -= sum(math.comb(n, j) for j in pair(k))
+    sizes = sorted(j for k in left for j in pair(k))
+    if not sizes: return sorted(exact), {}
+    want = np.array([share[j] for j in sizes]) * B / sum(share[j] for j in sizes)
+    m = np.floor(want).astype(int)
+    m[np.argsort(m - want, kind="stable")[:B - m.sum()]] += 1  # largest remainders
+    return sorted(exact), dict(zip(sizes, m.tolist()))
+
+# %% ../nbs/05_attribution.ipynb #a85ff7ec
+def _stratum_sample(n: int, # players
+                    k: int, # coalition size
+                    m: int, # how many coalitions
+                    rng: np.random.Generator
+                   ) -> np.ndarray:
+    "`m` distinct random bitmasks of `k` of the `n` players (all of them if `m` ≥ C(n, k))."
+    c = math.comb(n, k)
+    if m >= c or c <= 4 * m:  # dense: draw from the list of all of them
+        every = np.array([sum(1 << j for j in s) for s in itertools.combinations(range(n), k)], dtype=np.int64)
+        return every if m >= c else every[np.sort(rng.choice(c, size=m, replace=False))]
+    out, seen = [], set()
+    while len(out) < m:  # sparse: random subsets, repeats dropped
+        picks = np.argsort(rng.random((2 * (m - len(out)) + 8, n)), axis=1)[:, :k]
+        for mk in (np.int64(1) << picks).sum(axis=1).tolist():
+            if mk not in seen and len(out) < m: seen.add(mk); out.append(mk)
+    return np.array(out, dtype=np.int64)
+
+# %% ../nbs/05_attribution.ipynb #eb1b024e
+def _ridge_gcv(A: np.ndarray, # weighted, centred design: rows × players
+               b: np.ndarray, # weighted, centred targets: rows × outputs
+               dof: int # rows less the intercepts already fitted
+              ) -> np.ndarray:
+    "Ridge coefficients, players × outputs, the strength chosen by robust generalised cross-validation on the outputs' mean."
+    if not len(A) or not np.any(A): return np.zeros((A.shape[1], b.shape[1]))
+    U, s, Vt = np.linalg.svd(A, full_matrices=False)
+    keep = s > s[0] * 1e-10  # the design is rank-deficient (Σ_j x_j is constant within a size)
+    U, s, Vt = U[:, keep], s[keep], Vt[keep]
+    Ub, Um = U.T @ b, U.T @ b.mean(axis=1)
+    out_of_span = np.sum(b.mean(axis=1) ** 2) - np.sum(Um ** 2)
+    best = (np.inf, None)
+    for lam in np.r_[0.0, np.geomspace(1e-4, 1e2, 41)] * s[0] ** 2:
+        f = s ** 2 / (s ** 2 + lam)
+        used = 2 * f.sum()  # each degree of freedom of the fit counted twice: plain GCV (1×) too often picks a weak ridge on a noisy game
+        if dof - used <= 0.5: continue  # no residual degrees of freedom left: more shrinkage
+        gcv = (out_of_span + np.sum(((1 - f) * Um) ** 2)) / (dof - used) ** 2
+        if gcv < best[0]: best = (gcv, lam)
+    if best[1] is None: return np.zeros((A.shape[1], b.shape[1]))
+    return Vt.T @ ((s / (s ** 2 + best[1]))[:, None] * Ub)
+
+# %% ../nbs/05_attribution.ipynb #81ad7ebc
+def _stratified(g: _Game, budget: int, seed: int) -> np.ndarray:
+    "Shapley values estimated by stratified regression: exact outer sizes, a ridge fit with one intercept per size on the rest."
+    n, full = g.n, (1 << g.n) - 1
+    if budget < n + 2: raise ValueError(f"budget {budget} is too small for method 'stratified' with {n} players: it needs at least {n + 2} evaluations")
+    exact, plan = _strata_plan(n, budget)
+    rng = np.random.default_rng(seed)
+    ends = g.at([0, full])
+    tail = ends.shape[1:]
+    bits = lambda masks: ((masks[:, None] >> np.arange(n)) & 1).astype(float)
+    delta = np.zeros((n, int(np.prod(tail, dtype=int))))
+    for k in exact:  # Δₖ exactly, from every coalition of size k
+        ms = _stratum_sample(n, k, math.comb(n, k), rng)
+        X, y = bits(ms), g.at(ms).reshape(len(ms), -1)
+        delta += X.T @ y / math.comb(n - 1, k - 1) - (1 - X).T @ y / math.comb(n - 1, k)
+    if plan:
+        draws = {k: _stratum_sample(n, k, m, rng) for k, m in plan.items() if m}
+        ms = np.concatenate([np.zeros(0, dtype=np.int64), *draws.values()])
+        y = g.at(ms).reshape(len(ms), -1) if len(ms) else np.zeros((0, delta.shape[1]))
+        X, start, A, b = bits(ms), 0, [], []
+        for k, d in draws.items():  # centre within each size (its intercept), weight each size the same
+            Xk, yk = X[start:start + len(d)], y[start:start + len(d)]; start += len(d)
+            w = (len(d) * k * (n - k)) ** -0.5
+            A.append(w * (Xk - Xk.mean(axis=0))); b.append(w * (yk - yk.mean(axis=0)))
+        beta = _ridge_gcv(np.concatenate(A) if A else X, np.concatenate(b) if b else y, len(ms) - len(draws))
+        delta += len(plan) * n / (n - 1) * (beta - beta.mean(axis=0))
+    return ((ends[1] - ends[0]).reshape(-1) / n + delta / n).reshape((n,) + tail)
+
 # %% ../nbs/05_attribution.ipynb #3700265f
 def _index(players) -> pd.Index:
     "The index of a per-player result: named `player`, tuples kept as labels."
     return pd.Index(players, tupleize_cols=False, name="player")
 
 # %% ../nbs/05_attribution.ipynb #719e25ec
-METHODS = ("shapley", "banzhaf", "loo", "individual", "permutation", "kernel")
-SAMPLED_METHODS = ("permutation", "kernel")  # the estimators that take a `budget` of evaluations of v
+METHODS = ("shapley", "banzhaf", "loo", "individual", "stratified", "permutation", "kernel")
+SAMPLED_METHODS = ("stratified", "permutation", "kernel")  # the estimators that take a `budget` of evaluations of v
+ESTIMATOR = "stratified"  # the Shapley estimator `attribute` uses when given a budget and no method
+
+def _method(method: str|None, budget) -> str:
+    "The method asked for: exact Shapley by default, the default estimator when only a budget is given."
+    return method if method is not None else "shapley" if budget is None else ESTIMATOR
 
 def _canonical(v, ps: list) -> tuple:
     "The game over its players sorted by name (a value table's bits permuted to match), and that order."
@@ -243,6 +338,7 @@ def _canonical(v, ps: list) -> tuple:
 
 def _compute(v, players, method, budget, seed) -> np.ndarray:
     "The values of `method` as an array, players first (items on trailing axes)."
+    method = _method(method, budget)
     if method not in METHODS: raise ValueError(f"unknown method {method!r}: use one of {', '.join(METHODS)}")
     ps = _players(players)
     if method in SAMPLED_METHODS and len(ps) > 1:  # the estimators sample over players: run them in one order, whatever the listing
@@ -257,23 +353,23 @@ def _compute(v, players, method, budget, seed) -> np.ndarray:
         return _simple(g, "individual" if n == 1 else method)
     if method in ("shapley", "banzhaf"): return _exact(g.table(), n, method)
     budget = 2 * n + 2048 if budget is None else int(budget)
-    return _permutation(g, budget, seed) if method == "permutation" else _kernel(g, budget, seed)
+    return {"stratified": _stratified, "permutation": _permutation, "kernel": _kernel}[method](g, budget, seed)
 
 # %% ../nbs/05_attribution.ipynb #04f33acf
 def attribute(v, # the game: callable on a frozenset of players, mapping frozenset -> value, or bitmask-indexed array
               players, # the players (hashable, distinct); player k is bit k of a table index
-              method: str = "shapley", # shapley, banzhaf, loo, individual, permutation or kernel
-              budget: int|None = None, # evaluations of v for permutation and kernel (default 2n + 2048)
+              method: str|None = None, # one of `METHODS`; default shapley, or `ESTIMATOR` when a budget is given
+              budget: int|None = None, # evaluations of v for the estimators (default 2n + 2048)
               seed: int = 0 # seed of the estimators
              ) -> pd.Series:
     "Each player's share of the game's value by `method`, indexed by player."
-    return pd.Series(_compute(v, players, method, budget, seed), index=_index(list(players)), name=method)
+    return pd.Series(_compute(v, players, method, budget, seed), index=_index(list(players)), name=_method(method, budget))
 
 # %% ../nbs/05_attribution.ipynb #0da81673
 def attribute_table(values: np.ndarray, # v of every coalition, indexed by bitmask (length 2^n)
                     players, # the players; player k is bit k
-                    method: str = "shapley", # any method of `attribute`
-                    budget: int|None = None, # evaluations for permutation and kernel
+                    method: str|None = None, # any method of `attribute` (default as there)
+                    budget: int|None = None, # evaluations for the estimators
                     seed: int = 0 # seed of the estimators
                    ) -> pd.Series:
     "`attribute` on a value table: the fast path for exact values."
@@ -340,8 +436,8 @@ def _item_game(item_values, players, coalition: str, item: str, value: str):
 # %% ../nbs/05_attribution.ipynb #815faa09
 def attribute_items(item_values, # long DataFrame (coalition, item, value) or mapping coalition -> 1-D array over items
                     players, # the players
-                    method: str = "shapley", # any method of `attribute`
-                    budget: int|None = None, # evaluations for permutation and kernel
+                    method: str|None = None, # any method of `attribute` (default as there)
+                    budget: int|None = None, # evaluations for the estimators
                     seed: int = 0, # seed of the estimators
                     coalition: str = "coalition", item: str = "item", value: str = "value" # column names of a long table
                    ) -> pd.DataFrame:

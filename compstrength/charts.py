@@ -6,7 +6,8 @@ Docs: https://compstrength.github.io/compstrength/charts.html.md"""
 
 # %% ../nbs/07a_charts.ipynb #7fb769e3
 from __future__ import annotations
-import os
+import json, os, re
+from functools import lru_cache
 from pathlib import Path
 
 import altair as alt
@@ -16,8 +17,8 @@ import pandas as pd
 from .analysis import rank_corr
 
 # %% auto #0
-__all__ = ['enable_offline', 'save_chart', 'strength_scatter', 'correlation_heatmap', 'coalition_lattice', 'interaction_heatmap',
-           'contribution_chart', 'training_curves']
+__all__ = ['enable_offline', 'save_chart', 'vega_bundle', 'embed_chart', 'fmt_num', 'strength_scatter', 'correlation_heatmap',
+           'coalition_lattice', 'interaction_heatmap', 'contribution_chart', 'training_curves']
 
 # %% ../nbs/07a_charts.ipynb #3789535c
 def enable_offline(renderer: str|None = None, # an Altair renderer name (default: `$COMPSTRENGTH_RENDERER`, else offline `jupyter`)
@@ -44,11 +45,41 @@ def save_chart(chart: alt.TopLevelMixin, # any Altair chart
     else: chart.save(str(path))
     return path
 
+# %% ../nbs/07a_charts.ipynb #254f17f1
+@lru_cache(maxsize=1)
+def vega_bundle() -> str: # JavaScript defining `vegaEmbed`, to inline once per page
+    "Vega, Vega-Lite and vega-embed as one script (from vl-convert), for the Vega-Lite version Altair writes."
+    import vl_convert as vlc
+    return vlc.javascript_bundle(vl_version="_".join(alt.SCHEMA_VERSION.lstrip("v").split(".")[:2]))
+
+# %% ../nbs/07a_charts.ipynb #9c1982fb
+def embed_chart(chart: alt.TopLevelMixin, # any Altair chart
+                div_id: str, # the element id (a letter, then letters, digits, _ or -)
+                renderer: str = "svg", # svg or canvas
+               ) -> str: # HTML: the div and its script (the page must also hold `vega_bundle()`)
+    "The HTML that draws `chart` into a page holding `vega_bundle()`."
+    if not re.fullmatch(r"[A-Za-z][\w-]*", div_id): raise ValueError(f"div_id must be a letter followed by letters, digits, _ or -, not {div_id!r}")
+    if renderer not in ("svg", "canvas"): raise ValueError(f"renderer must be svg or canvas, not {renderer!r}")
+    spec = json.dumps(chart.to_dict()).replace("</", "<\\/")  # a string in the data cannot close the script
+    opts = json.dumps(dict(renderer=renderer, actions=dict(export=True, source=False, compiled=False, editor=False)))
+    return (f'<div class="cs-chart" id="{div_id}"></div>\n<script>vegaEmbed("#{div_id}", {spec}, {opts}).catch(e => {{ '
+            f'console.error(e); document.getElementById("{div_id}").textContent = "This chart could not be drawn: " + e; }});</script>')
+
+# %% ../nbs/07a_charts.ipynb #835a4aa1
+def fmt_num(x, # a number (NaN and None allowed)
+            digits: int = 3, # decimals
+            signed: bool = False, # write + before positive numbers
+           ) -> str: # the rounded number, "—" when missing
+    "A number rounded to `digits` decimals as text, never with the sign of a negative zero."
+    if x is None or (isinstance(x, (float, np.floating)) and np.isnan(x)) or pd.isna(x): return "—"
+    v = round(float(x), digits) + 0.0  # -0.0 + 0.0 is 0.0
+    return f"{v:+.{digits}f}" if signed and v != 0 else f"{v:.{digits}f}"
+
 # %% ../nbs/07a_charts.ipynb #d619efe8
 def _label(col: str) -> str:
     "The axis title of a strength column."
     return {"individual": "individual strength (own accuracy, standard prompt)", "singleton": "singleton value v({i})", "shapley": "Shapley value", "loo": "leave-one-out",
-            "banzhaf": "Banzhaf value", "permutation": "Shapley (permutation estimate)",
+            "banzhaf": "Banzhaf value", "stratified": "Shapley (stratified estimate)", "permutation": "Shapley (permutation estimate)",
             "kernel": "Shapley (KernelSHAP estimate)"}.get(col, col)
 
 # %% ../nbs/07a_charts.ipynb #ec21bad8
@@ -59,7 +90,7 @@ def strength_scatter(values: pd.DataFrame, # the values record (protocol, task, 
                      columns: int = 3, # panels per row
                      width: int = 260, height: int = 220, # panel size in pixels
                     ) -> alt.TopLevelMixin:
-    "Individual vs compositional strength per model, one panel per setting, with CIs and Spearman ρ."
+    "Individual vs compositional strength per model, one panel per setting, with CIs and Spearman ρ [its CI]."
     for c in ("protocol", "task", "model", x, y):
         if c not in values.columns: raise ValueError(f"values lacks column {c!r} (has {list(values.columns)})")
     if not len(values): raise ValueError("values is empty")
@@ -71,13 +102,15 @@ def strength_scatter(values: pd.DataFrame, # the values record (protocol, task, 
              values[f"{y}_ci_high"].max() if f"{y}_ci_high" in values else values[y].max())
     panels = []
     for (proto, task), v in values.groupby(["protocol", "task"], sort=False):
-        rho = float("nan")
+        rho, ci = float("nan"), ""
         if correlations is not None:
             c = correlations[(correlations.protocol == proto) & (correlations.task == task)
                              & (correlations.x == x) & (correlations.y == y)]
             if len(c): rho = float(c.spearman.iloc[0])
+            if len(c) and "spearman_ci_low" in c and not np.isnan(rho):
+                ci = f" [{fmt_num(c.spearman_ci_low.iloc[0], 2)}, {fmt_num(c.spearman_ci_high.iloc[0], 2)}]"
         if correlations is None or np.isnan(rho): rho = rank_corr(v[x], v[y])[0]
-        rho_txt = "n/a (a constant strength)" if np.isnan(rho) else f"{rho:.2f}"
+        rho_txt = "n/a (a constant strength)" if np.isnan(rho) else fmt_num(rho, 2) + ci
         base = alt.Chart(v).encode(x=alt.X(f"{x}:Q", title=_label(x), scale=alt.Scale(domain=[lo, hi], nice=True)),
                                    color=color)
         tips = ["model:N", alt.Tooltip(f"{x}:Q", format=".3f"), alt.Tooltip(f"{y}:Q", format=".3f")]
@@ -100,27 +133,34 @@ def correlation_heatmap(correlations: pd.DataFrame, # the correlations record
                         y: str = "shapley", # second strength of the pair
                         stat: str = "spearman", # spearman or kendall
                        ) -> alt.TopLevelMixin:
-    "Rank correlation of two strengths per pool × protocol family × task."
+    "Rank correlation of two strengths per pool × protocol family × task, its bootstrap CI under it."
     if stat not in ("spearman", "kendall"): raise ValueError(f"stat must be spearman or kendall, not {stat!r}")
     c = correlations[(correlations.x == x) & (correlations.y == y)].copy()
     if not len(c): raise ValueError(f"no correlations of {x} with {y} in the table")
-    c["label"] = c[stat].map(lambda r: "—" if pd.isna(r) else f"{r:.2f}")
+    c["label"] = c[stat].map(lambda r: fmt_num(r, 2))
+    c["ci"] = [f"[{fmt_num(a, 2)}, {fmt_num(b, 2)}]" if pd.notna(r) else "undefined" for r, a, b in zip(c[stat], c[f"{stat}_ci_low"], c[f"{stat}_ci_high"])]
     c["value"] = c[stat].astype(float)
     order = list(c.sort_values(["family", "protocol"]).protocol.unique())
     tips = ["pool:N", "family:N", "protocol:N", "task:N", alt.Tooltip("value:Q", title=stat, format=".3f"),
             alt.Tooltip(f"{stat}_ci_low:Q", format=".2f"), alt.Tooltip(f"{stat}_ci_high:Q", format=".2f"),
             alt.Tooltip(f"{stat}_p:Q", format=".3f"), "n_models:Q"]
-    base = alt.Chart(c).encode(x=alt.X("task:N", title="task"), y=alt.Y("protocol:N", sort=order, title=None))
-    cells = base.mark_rect().encode(
-        color=alt.condition("isValid(datum.value)",
-                            alt.Color("value:Q", title=f"{stat} ρ" if stat == "spearman" else "Kendall τ",
-                                      scale=alt.Scale(scheme="redblue", domain=[-1, 1])),
-                            alt.value("#ddd")), tooltip=tips)
-    text = base.mark_text(fontSize=11).encode(text="label:N")
-    per_family = int(c.groupby("family").protocol.nunique().max())  # fixed sizes: Vega-Lite cannot facet a layered step-sized chart
-    return (cells + text).properties(width=70 * c.task.nunique(), height=22 * per_family).facet(
-        row=alt.Row("family:N", title="family", header=alt.Header(labelAngle=0, labelAlign="left")),
-        column=alt.Column("pool:N", title="pool")).resolve_scale(y="independent").properties(
+    if f"{stat}_p_holm" in c: tips.append(alt.Tooltip(f"{stat}_p_holm:Q", title="p (Holm)", format=".3f"))
+    if "n_items" in c: tips.append("n_items:Q")
+    if "verdict" in c and stat == "spearman": tips.append("verdict:N")
+    def panel(f, d, first):  # one family: its own height, so a family of one protocol is not stretched to the tallest's
+        base = alt.Chart(d).encode(x=alt.X("task:N", title="task"), y=alt.Y("protocol:N", sort=order, title=None))
+        cells = base.mark_rect().encode(
+            color=alt.condition("isValid(datum.value)",
+                                alt.Color("value:Q", title=f"{stat} ρ" if stat == "spearman" else "Kendall τ",
+                                          scale=alt.Scale(scheme="redblue", domain=[-1, 1])),
+                                alt.value("#ddd")), tooltip=tips)
+        text = base.mark_text(fontSize=11, dy=-6).encode(text="label:N")
+        cis = base.mark_text(fontSize=9, dy=8, opacity=0.85).encode(text="ci:N")  # the CI under ρ: readable in print, not only on hover
+        col = alt.Column("pool:N", title="pool" if first else None, header=alt.Header(labels=first))
+        return (cells + text + cis).properties(width=92 * c.task.nunique(), height=34 * d.protocol.nunique()).facet(
+            row=alt.Row("family:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left", labelFontWeight="bold")), column=col)
+    fams = list(c.sort_values(["family", "protocol"]).family.unique())
+    return alt.vconcat(*[panel(f, c[c.family == f], k == 0) for k, f in enumerate(fams)], spacing=6).resolve_scale(color="shared").properties(
         title=f"Does individual strength rank models like {_label(y).lower()}? ({stat}, {x} vs {y})")
 
 # %% ../nbs/07a_charts.ipynb #570a5f92

@@ -1,4 +1,4 @@
-"""`compstrength run`, `compstrength protocols`, `compstrength attribute`, `compstrength pool fetch|up|down|status`, `compstrength smoke` and `compstrength docs`
+"""`compstrength run`, `compstrength protocols`, `compstrength attribute`, `compstrength study collect|status`, `compstrength pool fetch|up|down|status`, `compstrength smoke` and `compstrength docs`
 
 Docs: https://compstrength.github.io/compstrength/cli.html.md"""
 
@@ -12,16 +12,19 @@ import pandas as pd
 
 from .files import ChecksumError, fetch_model
 from .models import ModelClient, ModelDownError, ReplayMissError, UnknownModelError, run_sync
-from .local import MEMBERS, LocalPool, local_pool, pool_state_file, pool_status, read_state, stop_pid
+from .local import MEMBERS, SERVERS, LocalPool, local_pool, pool_state_file, pool_status, read_state, stop_pid
 from .tasks import TaskError, load_task, prompt_messages, score
 from .protocols import ProtocolError, protocol_declarations
 from .attribution import METHODS, attribute, parse_coalition
 from .contract import DEFAULT_BASE, DEFAULT_HOST, DEFAULT_PORT
 from .experiment import ConfigError, headline, load_config, run_experiment, write_results
+from .files import project_root
+from .study import (StudyError, collect, collection_cost, load_study, stopping_rule, study_folder, study_players,
+                                study_progress, study_status)
 
 # %% auto #0
-__all__ = ['USER_ERRORS', 'smoke_run', 'smoke_summary', 'cmd_pool', 'cmd_smoke', 'cmd_run', 'cmd_protocols', 'cmd_attribute',
-           'cmd_docs', 'cmd_serve_trainer', 'cli_parser', 'main']
+__all__ = ['USER_ERRORS', 'smoke_run', 'smoke_summary', 'cmd_pool', 'cmd_smoke', 'cmd_run', 'cmd_study', 'cmd_protocols',
+           'cmd_attribute', 'cmd_docs', 'cmd_serve_trainer', 'cli_parser', 'main']
 
 # %% ../nbs/13_cli.ipynb #eb770a38
 def smoke_run(client: ModelClient, # a client over the pool
@@ -65,15 +68,15 @@ def _print_table(rows: list[dict], # one dict per row
     print(pd.DataFrame(rows)[cols].to_string(index=False))
 
 # %% ../nbs/13_cli.ipynb #8eadd8d5
-def cmd_pool(a: argparse.Namespace, # `action` (fetch, up, down or status), `members`, `json`, `wait`
+def cmd_pool(a: argparse.Namespace, # `action` (fetch, up, down or status), `members`, `json`, `wait`, `server`, `slots`
             ) -> int: # the exit code
     "`compstrength pool`: fetch the embedded models, start or stop their servers, or report them."
     members = a.members or list(MEMBERS)
     if a.action == "fetch":
         for m in members: print(f"{m}: {fetch_model(m)} (sha256 ok)")
     elif a.action == "up":
-        pool = LocalPool(members).up(detach=not a.wait)
-        _print_table(pool_status(members, servers=pool.servers), ["name", "litellm_model", "api_base", "sha256_ok", "up"])
+        pool = LocalPool(members, server=getattr(a, "server", SERVERS[0]), slots=getattr(a, "slots", 1)).up(detach=not a.wait)
+        _print_table(pool_status(members, servers=pool.servers), ["name", "litellm_model", "api_base", "server", "slots", "sha256_ok", "up"])
         if a.wait:
             print("serving; Ctrl-C stops the pool")
             try:
@@ -88,7 +91,7 @@ def cmd_pool(a: argparse.Namespace, # `action` (fetch, up, down or status), `mem
     elif a.action == "status":
         st = pool_status(members)
         if a.json: print(json.dumps(st, indent=1))
-        else: _print_table(st, ["name", "family", "parameters", "litellm_model", "api_base", "sha256_ok", "up"])
+        else: _print_table(st, ["name", "family", "parameters", "litellm_model", "api_base", "server", "slots", "sha256_ok", "up"])
     return 0
 
 # %% ../nbs/13_cli.ipynb #052321d8
@@ -142,6 +145,43 @@ def cmd_run(a: argparse.Namespace, # `config`, `live`, `record`, `limit` and `ou
     print(f"\n{mode}: {res['requests']} requests, {res['model_calls']} model calls, {res['seconds']:.1f} s; "
           f"results in {out}/ (report.html)")
     return 1 if res["outcomes"].error.notna().any() else 0
+
+# %% ../nbs/13_cli.ipynb #e38bb58b
+def _study_report(cfg, players, client) -> pd.DataFrame:
+    "Per task: progress, and the widest Shapley CI half-width on the recorded items, with the stopping rule's verdict."
+    pr = study_progress(cfg, players)
+    rows = []
+    for r in pr.itertuples():
+        row = dict(task=r.task, dev=r.dev, items=r.items, cap=r.cap, widest_halfwidth=float("nan"), state="running")
+        if r.items and r.dev:
+            st = study_status(cfg, client, r.task, r.items)
+            w = st.loc[st.halfwidth.idxmax()]
+            row.update(widest_halfwidth=round(float(w.halfwidth), 4), widest=f"{w.player} ({w.protocol})")
+            if r.items >= cfg.min_items and w.halfwidth <= cfg.target_halfwidth: row["state"] = f"stopped: half-widths <= {cfg.target_halfwidth}"
+        if r.items >= r.cap: row["state"] = "stopped: at the cap"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+def cmd_study(a: argparse.Namespace, # `action` (collect or status), `config`, `hours`
+             ) -> int: # the exit code
+    "`compstrength study`: collect a study's batches live (resumable), or report where it stands from its recording."
+    cfg = load_study(a.config or (project_root() or Path.cwd())/"configs"/"study.toml")
+    if a.action == "collect":
+        with local_pool(cfg.embedded, server=cfg.server, slots=cfg.slots) if cfg.embedded else contextlib.nullcontext():
+            client = ModelClient(study_players(cfg))
+            client.check()
+            collect(cfg, client, stop=stopping_rule(cfg, client), hours=a.hours,
+                    log=lambda s: print(time.strftime("%H:%M:%S"), s, flush=True))
+    players = study_players(cfg)
+    folder = study_folder(cfg)
+    client = ModelClient(players, mode="replay", recording=folder) if folder.exists() else None
+    pd.set_option("display.width", 200)
+    print(f"study {cfg.path or '(in code)'}: {len(players)} players, tasks {cfg.tasks}, protocols {cfg.protocols}")
+    if client is None: print(f"nothing recorded yet in {folder}"); return 0
+    print(_study_report(cfg, players, client).to_string(index=False))
+    print("\ncollection cost (live calls; cached answers cost nothing):")
+    print(collection_cost(cfg).to_string(index=False))
+    return 0
 
 # %% ../nbs/13_cli.ipynb #14524385
 def cmd_protocols(a: argparse.Namespace, # `json`
@@ -203,12 +243,19 @@ def cli_parser() -> argparse.ArgumentParser: # the `compstrength` command's pars
     pp.add_argument("--members", nargs="+", choices=list(MEMBERS), help="pool members (default: all four)")
     pp.add_argument("--json", action="store_true", help="status as JSON")
     pp.add_argument("--wait", action="store_true", help="up: stay in the foreground until Ctrl-C")
+    pp.add_argument("--server", choices=list(SERVERS), default=SERVERS[0],
+                    help="up: llama-cpp-python's server (one request at a time) or llama.cpp's llama-server (parallel slots)")
+    pp.add_argument("--slots", type=int, default=1, help="up: requests each llama-server generates at once (default: 1)")
     pr = sub.add_parser("run", help="the main job: an experiment config -> results record and report")
     pr.add_argument("config", nargs="?", default=None, help="experiment TOML (default: configs/default.toml)")
     pr.add_argument("--live", action="store_true", help="recompute through the models (cached) instead of replaying")
     pr.add_argument("--record", action="store_true", help="recompute and rewrite the config's recording")
     pr.add_argument("--limit", type=int, default=None, help="at most N items per task")
     pr.add_argument("--out", default="results", help="output folder (default: results/)")
+    pst = sub.add_parser("study", help="a study at size: collect its batches live (resumable), or report where it stands")
+    pst.add_argument("action", choices=["collect", "status"])
+    pst.add_argument("config", nargs="?", default=None, help="study TOML (default: configs/study.toml)")
+    pst.add_argument("--hours", type=float, default=None, help="collect: end after the batch that crosses this many hours")
     pl = sub.add_parser("protocols", help="list the collaboration protocols and their declarations")
     pl.add_argument("--json", action="store_true", help="as JSON")
     pa = sub.add_parser("attribute", help="attribute coalition values from a CSV (coalition,value)")
@@ -239,7 +286,7 @@ def cli_parser() -> argparse.ArgumentParser: # the `compstrength` command's pars
     return p
 
 # %% ../nbs/13_cli.ipynb #3c99a61b
-USER_ERRORS = (UnknownModelError, ModelDownError, ReplayMissError, ChecksumError, TaskError, ProtocolError, ConfigError)
+USER_ERRORS = (UnknownModelError, ModelDownError, ReplayMissError, ChecksumError, TaskError, ProtocolError, ConfigError, StudyError)
 
 def main(argv: list[str]|None = None, # the arguments (default: `sys.argv[1:]`)
         ) -> int: # the exit code
@@ -248,7 +295,7 @@ def main(argv: list[str]|None = None, # the arguments (default: `sys.argv[1:]`)
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run `finally`/`__exit__`, stop owned servers
     try: return {"pool": cmd_pool, "run": cmd_run, "protocols": cmd_protocols, "attribute": cmd_attribute, "smoke": cmd_smoke,
-                "docs": cmd_docs, "serve-trainer": cmd_serve_trainer}[a.cmd](a)
+                "docs": cmd_docs, "study": cmd_study, "serve-trainer": cmd_serve_trainer}[a.cmd](a)
     except USER_ERRORS as e:  # bad input: a clear message, no traceback
         print(f"compstrength: error: {e}", file=sys.stderr)
         return 2

@@ -10,7 +10,6 @@ import itertools, time, tomllib
 from pathlib import Path
 from typing import Literal
 
-import altair as alt
 import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
@@ -23,7 +22,7 @@ from .protocols import PROTOCOLS, Protocol, ProtocolError, available_protocols, 
 from .attribution import coalition_label
 from .game import CoalitionGame, item_values
 from .analysis import correlations_table, pairwise_table, summarize, values_table
-from .charts import correlation_heatmap, strength_scatter
+from .report import build_report
 
 # %% auto #0
 __all__ = ['SETTING', 'VERDICT_RULE', 'ConfigError', 'PoolConfig', 'TaskConfig', 'ProtocolConfig', 'RunConfig',
@@ -340,30 +339,9 @@ def headline(summary: pd.DataFrame # from `summarize`
 def write_results(res: dict, # from `run_experiment`
                   out: str|Path, # the folder (created if needed)
                  ) -> Path:
-    "Write the results record and `report.html` into `out`."
+    "Write the results record (CSV files) and `report.html` (`report.build_report`: the finding first, offline) into `out`."
     out = Path(out); out.mkdir(parents=True, exist_ok=True)
     for k in ("outcomes", "individual", "values", "pairwise", "correlations", "summary", "protocols"):
         res[k].to_csv(out/f"{k}.csv", index=False)
-    v = res["values"]
-    o = res["outcomes"]
-    bounds = o.loc[o.upper_bound.astype(bool), "protocol"].unique()
-    chart = alt.vconcat(correlation_heatmap(res["correlations"]), strength_scatter(v[~v.protocol.isin(bounds)], res["correlations"]))
-    cols = ["protocol", "task", "model", "individual", "singleton", "shapley", "shapley_ci_low", "shapley_ci_high",
-            "shapley_rank", "shapley_rank_kept", "loo", "banzhaf"]
-    c = res["correlations"]
-    ver = c[(c.x == "individual") & (c.y == "shapley")][["protocol", "task", "n_models", "n_items", "spearman", "spearman_ci_low",
-            "spearman_ci_high", "spearman_p", "spearman_p_holm", "min_detectable", "v_N", "v_N_halfwidth", "shapley_halfwidth_max", "verdict"]]
-    html = chart.to_html(inline=True)
-    tables = (f"<h1>compstrength report</h1><p><b>{headline(res['summary'])}</b></p>"
-              f"<p>{res['requests']} requests, {res['model_calls']} model calls, {res['seconds']:.1f} s</p>"
-              f"<h2>Summary</h2>{res['summary'].to_html(index=False)}"
-              f"<h2>Verdicts</h2><p>{VERDICT_RULE}</p>{ver.round(3).to_html(index=False)}"
-              f"<h2>Protocols</h2><p>Upper bounds (upper_bound = True) read the gold answer and are left out of the summary. "
-              f"duplicate_of: protocols with identical per-item outcomes; dummies: members that change no coalition's score.</p>"
-              f"{res['protocols'].to_html(index=False)}"
-              f"<h2>Values</h2>{v[[x for x in cols if x in v.columns]].round(3).to_html(index=False)}"
-              f"<h2>Pairwise differences of Shapley values</h2>{res['pairwise'].round(3).to_html(index=False)}"
-              f"<h2>Rank correlations</h2>{c.round(3).to_html(index=False)}<h2>Charts</h2>")
-    at = html.index("<body>", html.rindex("</head>")) + len("<body>")  # the inlined JS also contains "<body>"
-    (out/"report.html").write_text(html[:at] + tables + html[at:])
+    (out/"report.html").write_text(build_report(res), encoding="utf-8")
     return out

@@ -6,7 +6,7 @@ Docs: https://compstrength.github.io/compstrength/local.html.md"""
 
 # %% ../nbs/01_local.ipynb #73d0c1db
 from __future__ import annotations
-import atexit, contextlib, ctypes, json, os, signal, socket, subprocess, sys, threading, time
+import atexit, contextlib, ctypes, hashlib, json, os, platform, shutil, signal, socket, subprocess, sys, tarfile, tempfile, threading, time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -18,8 +18,9 @@ from .models import ModelSpec
 from .files import MODEL_ARTIFACTS, fetch_model, home_dir, verified_sha256
 
 # %% auto #0
-__all__ = ['EMBEDDED_POOL', 'MEMBERS', 'PoolMember', 'free_port', 'healthy', 'Server', 'reusable', 'pool_state_file',
-           'read_state', 'stop_pid', 'LocalPool', 'pool_specs', 'pool_status', 'local_pool']
+__all__ = ['EMBEDDED_POOL', 'MEMBERS', 'LLAMA_VERSION', 'LLAMA_CMAKE_FLAGS', 'SERVERS', 'PoolMember', 'llama_server_dir',
+           'build_llama_server', 'free_port', 'healthy', 'Server', 'reusable', 'pool_state_file', 'read_state',
+           'stop_pid', 'LocalPool', 'pool_specs', 'pool_status', 'local_pool']
 
 # %% ../nbs/01_local.ipynb #f64f6659
 @dataclass(frozen=True)
@@ -41,6 +42,70 @@ EMBEDDED_POOL = [
 ]
 
 MEMBERS = {m.name: m for m in EMBEDDED_POOL}
+
+# %% ../nbs/01_local.ipynb #72c8802a
+LLAMA_VERSION = "0.3.36"  # the llama-cpp-python release whose vendored llama.cpp both servers are built from
+# A portable x86-64 baseline, the same as scripts/setup.sh gives llama-cpp-python: a native build turns on
+# AMX and AVX-512 kernels wherever the CPU reports them, and on some machines those crash at the first decode.
+LLAMA_CMAKE_FLAGS = ["-DGGML_NATIVE=OFF", "-DGGML_AVX=ON", "-DGGML_AVX2=ON", "-DGGML_FMA=ON", "-DGGML_F16C=ON", "-DGGML_BMI2=ON",
+                     "-DGGML_AVX512=OFF", "-DGGML_AMX_TILE=OFF", "-DGGML_AMX_INT8=OFF"] if platform.machine() in ("x86_64", "AMD64") else []
+SERVERS = ("llama-cpp-python", "llama-server")  # the servers a member can run on; the first is the default
+
+# %% ../nbs/01_local.ipynb #84612d3d
+def llama_server_dir() -> Path: # the folder that holds (or will hold) llama-server and its shared libraries
+    "Where `build_llama_server` installs llama-server for this llama.cpp version and these flags."
+    bid = hashlib.sha256(" ".join([LLAMA_VERSION, *LLAMA_CMAKE_FLAGS]).encode()).hexdigest()[:12]
+    return home_dir()/"build"/f"llama-server-{bid}"
+
+# %% ../nbs/01_local.ipynb #4c7a231b
+def _build_tools(path: str|None = None) -> dict[str, str]:
+    "cmake and ninja on `path` (default: this environment's bin folder, then PATH), and a C++ compiler, or a clear error."
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]) if path is None else path
+    found = {t: shutil.which(t, path=path) for t in ("cmake", "ninja")}
+    cxx = os.environ.get("CXX") or next((c for c in ("c++", "g++", "clang++") if shutil.which(c, path=path)), None)
+    missing = [t for t, p in found.items() if not p] + ([] if cxx else ["a C++ compiler"])
+    if missing:
+        raise RuntimeError(f"building llama-server needs {', '.join(missing)}: run scripts/setup.sh, or install them "
+                           "(`apt-get install cmake ninja-build g++`, or `pip install cmake ninja` into this environment)")
+    return found
+
+# %% ../nbs/01_local.ipynb #c135f4d1
+def build_llama_server(out: Path|None = None, # install folder (default: `llama_server_dir()`)
+                       quiet: bool = False, # no progress messages
+                      ) -> Path: # the llama-server binary (its shared libraries beside it)
+    "llama.cpp's own server, built once per machine from the llama.cpp source that llama-cpp-python's sdist vendors."
+    out = Path(out or llama_server_dir())
+    if (out/"llama-server").exists(): return out/"llama-server"
+    tools = _build_tools()
+    say = (lambda m: None) if quiet else (lambda m: print(m, file=sys.stderr, flush=True))
+    say(f"building llama-server from llama-cpp-python {LLAMA_VERSION}'s vendored llama.cpp into {out} "
+        "(once per machine: about 12 minutes on 2 cores)")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    log, t0 = out.parent/f"{out.name}.build.log", time.perf_counter()
+    def run(cmd):
+        with open(log, "ab") as fh:
+            if subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT).returncode:
+                raise RuntimeError(f"building llama-server failed at `{' '.join(cmd[:3])} ...`; see {log}")
+    with tempfile.TemporaryDirectory(prefix=f"{out.name}.", dir=out.parent) as tmp:  # beside `out`: the rename is atomic
+        say(f"  fetching the llama-cpp-python {LLAMA_VERSION} sdist")
+        run([sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check", "--no-deps", "--no-binary", ":all:",
+             f"llama-cpp-python=={LLAMA_VERSION}", "-d", tmp])
+        with tarfile.open(next(Path(tmp).glob("llama_cpp_python-*.tar.gz"))) as t: t.extractall(tmp, filter="data")
+        src, build = next(Path(tmp).glob("llama_cpp_python-*/vendor/llama.cpp")), Path(tmp)/"build"
+        say("  configuring (cmake)")
+        run([tools["cmake"], "-S", str(src), "-B", str(build), "-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={tools['ninja']}",
+             "-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_CURL=OFF", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF",
+             "-DLLAMA_BUILD_SERVER=ON", *LLAMA_CMAKE_FLAGS])
+        say(f"  compiling (log: {log})")
+        run([tools["cmake"], "--build", str(build), "--target", "llama-server", f"-j{os.cpu_count() or 2}"])
+        stage = Path(tmp)/"install"
+        shutil.copytree(build/"bin", stage)
+        if out.exists() and not (out/"llama-server").exists(): shutil.rmtree(out)  # an unfinished folder
+        try: stage.rename(out)  # atomic: other processes see no folder or a complete one
+        except OSError:
+            if not (out/"llama-server").exists(): raise  # else another process installed the same build first
+    say(f"built llama-server in {time.perf_counter() - t0:.0f} s: {out/'llama-server'}")
+    return out/"llama-server"
 
 # %% ../nbs/01_local.ipynb #9781327f
 def free_port() -> int:
@@ -76,14 +141,27 @@ class Server:
     name: str
     pid: int
     port: int
+    server: str = SERVERS[0]  # which server program: "llama-cpp-python" or "llama-server"
+    slots: int = 1  # requests it generates at once
     @property
     def api_base(self) -> str: return f"http://127.0.0.1:{self.port}/v1"
 
+# %% ../nbs/01_local.ipynb #19841df6
+def _ready(s: Server, timeout: float = 1.0) -> bool:
+    "True when the server `s` answers its health check."
+    if s.server == "llama-server":
+        try: return httpx.get(f"http://127.0.0.1:{s.port}/health", timeout=timeout).status_code == 200
+        except httpx.HTTPError: return False
+    return healthy(s.api_base, timeout)
+
 # %% ../nbs/01_local.ipynb #5aec55dc
-def reusable(s: Server) -> bool:
-    """A recorded server to reuse: its process is alive and its port accepts connections. Not an HTTP
-    check: llama.cpp's server answers even `GET /models` only between generations, so a busy one
-    (minutes, on a loaded CPU) would look dead and be started twice."""
+def reusable(s: Server, # a recorded server
+             server: str|None = None, # the server program wanted (None: either)
+            ) -> bool:
+    """A recorded server to reuse: it runs the server program wanted, its process is alive and its port
+    accepts connections. Not an HTTP check: llama-cpp-python's server answers even `GET /models` only
+    between generations, so a busy one (minutes, on a loaded CPU) would look dead and be started twice."""
+    if server is not None and s.server != server: return False  # its answers have another cache identity
     if not _alive(s.pid): return False
     with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", s.port), timeout=2.0): return True
     return False
@@ -105,7 +183,8 @@ def read_state() -> dict[str, Server]:
 # %% ../nbs/01_local.ipynb #2412ac8d
 def _write_state(servers: dict[str, Server]):
     f = pool_state_file(); f.parent.mkdir(parents=True, exist_ok=True)
-    f.write_text(json.dumps({n: dict(name=s.name, pid=s.pid, port=s.port) for n, s in servers.items()}, indent=1))
+    f.write_text(json.dumps({n: dict(name=s.name, pid=s.pid, port=s.port, server=s.server, slots=s.slots)
+                             for n, s in servers.items()}, indent=1))
 
 # %% ../nbs/01_local.ipynb #67482d50
 def stop_pid(pid: int, # the process to stop
@@ -130,45 +209,67 @@ class LocalPool:
     def __init__(self,
                  members: Sequence[str]|None = None, # member names (default: all four)
                  store: Path|None = None, # model folder (default: `home_dir()/models`)
-                 n_ctx: int = 4096, # context length per server
+                 n_ctx: int = 4096, # context length per server (per slot on llama-server)
                  n_threads: int|None = None, # threads per server (default: half the cores, at least 1)
                  startup_timeout: float = 120.0, # seconds to wait for a server to answer
+                 server: str = SERVERS[0], # "llama-cpp-python" (one request at a time) or "llama-server" (parallel slots)
+                 slots: int = 1, # requests each server generates at once (llama-server only)
                 ):
         members = list(members) if members is not None else list(MEMBERS)
         if not members: raise ValueError("the pool is empty: name at least one member")
         unknown = [m for m in members if m not in MEMBERS]
         if unknown: raise KeyError(f"not embedded pool members: {unknown}; members: {list(MEMBERS)}")
-        self.members, self.store = members, store
+        if server not in SERVERS: raise ValueError(f"server must be one of {SERVERS}, not {server!r}")
+        if not isinstance(slots, int) or isinstance(slots, bool) or slots < 1:
+            raise ValueError(f"slots must be a positive integer, not {slots!r}")
+        if slots > 1 and server != "llama-server":
+            raise ValueError(f"{server}'s server answers one request at a time: slots={slots} needs server='llama-server'")
+        self.members, self.store, self.server, self.slots = members, store, server, slots
         self.n_ctx, self.n_threads, self.startup_timeout = n_ctx, n_threads or max(1, (os.cpu_count() or 2) // 2), startup_timeout
         self.servers: dict[str, Server] = {}
         self._owned: dict[str, subprocess.Popen] = {}
 
-    def _spawn(self, name: str, path: Path, detach: bool) -> Server:
+    def _command(self, name: str, path: Path, port: int, binary: Path|None) -> tuple[list, dict|None]:
+        if self.server == "llama-server":
+            cmd = [str(binary), "--model", str(path), "--alias", name, "--host", "127.0.0.1", "--port", str(port),
+                   "--ctx-size", str(self.n_ctx * self.slots), "--parallel", str(self.slots), "--cont-batching",
+                   "--threads", str(self.n_threads), "--threads-batch", str(self.n_threads), "--no-webui"]
+            env = {k: v for k, v in os.environ.items() if not k.startswith("LLAMA_ARG_")}  # no default changed from outside
+            env["LD_LIBRARY_PATH"] = os.pathsep.join(filter(None, [str(binary.parent), env.get("LD_LIBRARY_PATH")]))
+            return cmd, env
+        return [sys.executable, "-m", "llama_cpp.server", "--model", str(path), "--model_alias", name,
+                "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(self.n_ctx),
+                "--n_threads", str(self.n_threads), "--n_threads_batch", str(self.n_threads),
+                "--use_mlock", "False", "--verbose", "False"], None
+
+    def _spawn(self, name: str, path: Path, detach: bool, binary: Path|None = None) -> Server:
         port = free_port()
-        cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(path), "--model_alias", name,
-               "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(self.n_ctx),
-               "--n_threads", str(self.n_threads), "--n_threads_batch", str(self.n_threads),
-               "--use_mlock", "False", "--verbose", "False"]
+        cmd, env = self._command(name, path, port, binary)
         logf = home_dir()/"pool"/f"{name}.log"; logf.parent.mkdir(parents=True, exist_ok=True)
         with open(logf, "ab") as log:
             # PR_SET_PDEATHSIG fires when the *thread* that started the child ends, so it is only
             # asked for from the main thread; other threads rely on __exit__/atexit.
             pdeath = not detach and threading.current_thread() is threading.main_thread()
-            p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
                                  start_new_session=detach, preexec_fn=_pdeathsig if pdeath else None)
         if not detach: self._owned[name] = p
-        return Server(name, p.pid, port)
+        return Server(name, p.pid, port, self.server, self.slots)
 
     def up(self, detach: bool = False # leave the servers running after this process exits (`pool up`)
           ) -> "LocalPool":
         "Fetch, verify and start every member not already up; wait until all answer."
-        paths = {m: fetch_model(m, self.store) for m in self.members}  # all verified before any start
         running = read_state()
+        other = {m: running[m] for m in self.members if m in running and running[m].server != self.server}
+        if other:
+            raise RuntimeError(f"already running on another server: {', '.join(f'{m} on {s.server} (pid {s.pid})' for m, s in other.items())}; "
+                               f"a member runs on one server at a time: stop it (`compstrength pool down`) or ask for that server")
+        paths = {m: fetch_model(m, self.store) for m in self.members}  # all verified before any start
+        binary = build_llama_server() if self.server == "llama-server" else None  # built once per machine
         try:
             for m in self.members:
                 s = running.get(m)
-                if s and reusable(s): self.servers[m] = s
-                else: self.servers[m] = self._spawn(m, paths[m], detach)
+                if s and reusable(s, self.server): self.servers[m] = s
+                else: self.servers[m] = self._spawn(m, paths[m], detach, binary)
             self._wait()
         except BaseException:
             self.down(); raise
@@ -181,9 +282,9 @@ class LocalPool:
         pending = dict(self.servers)
         while pending:
             for n, s in list(pending.items()):
-                if healthy(s.api_base, 1.0): pending.pop(n)
+                if _ready(s): pending.pop(n)
                 elif not _alive(s.pid):
-                    raise RuntimeError(f"llama.cpp server for {n} exited; see {home_dir()/'pool'/(n + '.log')}")
+                    raise RuntimeError(f"the {s.server} server for {n} exited; see {home_dir()/'pool'/(n + '.log')}")
             if time.monotonic() - t0 > self.startup_timeout:
                 raise TimeoutError(f"servers not up after {self.startup_timeout:.0f}s: {list(pending)}")
             time.sleep(0.2)
@@ -199,53 +300,63 @@ class LocalPool:
     def __exit__(self, *exc): self.down()
 
 # %% ../nbs/01_local.ipynb #d1244ef6
-def _spec(m: PoolMember, api_base: str|None) -> ModelSpec:
+def _spec(m: PoolMember, api_base: str|None, server: str = SERVERS[0], slots: int = 1) -> ModelSpec:
     art = MODEL_ARTIFACTS[m.name]
     prefix = "text-completion-openai" if m.prompt_format == "fewshot" else "openai"
+    identity = f"local/{m.name}@{art.sha256[:16]}" + ("" if server == SERVERS[0] else f"+{server}")
     return ModelSpec(m.name, f"{prefix}/{m.name}", api_base=api_base, prompt_format=m.prompt_format,
                      # llama_cpp.server answers one request at a time and finishes a request whose client has
-                     # timed out; one call in flight per member keeps the wait in the client, so the
-                     # 180 s timeout covers one generation and a timeout cannot pile work up on the server
-                     max_concurrency=1, family=m.family, parameters=m.parameters,
+                     # timed out; one call in flight per member keeps the wait in the client, so the timeout
+                     # covers one generation and a timeout cannot pile work up on the server. llama-server
+                     # generates `slots` requests at once and queues the rest fairly.
+                     max_concurrency=slots if server == "llama-server" else 1, family=m.family, parameters=m.parameters,
                      # several processes (notebooks, tests, a second terminal) can share one `pool up` server, and
                      # their requests queue inside it: that wait counts against the timeout, and a timed-out request
                      # is still generated to the end, so its retry doubles the work. A local call may wait 15 minutes.
-                     timeout=900.0,
-                     identity=f"local/{m.name}@{art.sha256[:16]}", local=True)
+                     timeout=900.0, identity=identity, local=True)
 
 # %% ../nbs/01_local.ipynb #98d5be83
 def pool_specs(members: Sequence[str]|None = None, # member names (default: all four)
+               server: str = SERVERS[0], # the server program the members run on: "llama-cpp-python" or "llama-server"
+               slots: int = 1, # calls in flight per member while its server is down (a running server's own slots otherwise)
               ) -> list[ModelSpec]:
-    "`ModelSpec`s of embedded members, pointing at running servers where there are any."
-    running = read_state()
+    "`ModelSpec`s of embedded members on `server`, pointing at its running servers where there are any."
+    if server not in SERVERS: raise ValueError(f"server must be one of {SERVERS}, not {server!r}")
+    running = {n: s for n, s in read_state().items() if s.server == server}  # another program's server is not this member
     names = list(members) if members is not None else list(MEMBERS)
     for n in names:
         if n not in MEMBERS: raise KeyError(f"{n!r} is not an embedded pool member; members: {list(MEMBERS)}")
-    return [_spec(MEMBERS[n], running[n].api_base if n in running else None) for n in names]
+    return [_spec(MEMBERS[n], running[n].api_base if n in running else None, server, running[n].slots if n in running else slots)
+            for n in names]
 
 # %% ../nbs/01_local.ipynb #25cfbe21
 @patch
 def specs(self: LocalPool) -> list[ModelSpec]:
-    "The members as `ModelSpec`s (api_base set for members that are up)."
-    return [_spec(MEMBERS[n], self.servers[n].api_base if n in self.servers and _alive(self.servers[n].pid) else None)
-            for n in self.members]
+    "The members as `ModelSpec`s on the pool's server (api_base set for members that are up)."
+    out = []
+    for n in self.members:
+        s = self.servers.get(n)
+        up = s is not None and _alive(s.pid)
+        out.append(_spec(MEMBERS[n], s.api_base if up else None, self.server, s.slots if up else self.slots))
+    return out
 
 # %% ../nbs/01_local.ipynb #b578dc65
 def pool_status(members: Sequence[str]|None = None, # member names (default: all four)
                 servers: dict|None = None, # running servers (default: those of `pool up`)
                 store: Path|None = None, # model folder
                ) -> list[dict]:
-    "Per member: name, family, parameters, LiteLLM model string, api_base, sha256_ok, up."
+    "Per member: name, family, parameters, LiteLLM model string, api_base, server, slots, cache identity, sha256_ok, up."
     servers = read_state() if servers is None else servers
     out = []
     for n in (members or list(MEMBERS)):
         m, art = MEMBERS[n], MODEL_ARTIFACTS[n]
         path = Path(store or home_dir()/"models")/art.name
         s = servers.get(n)
-        up = bool(s) and _alive(s.pid) and healthy(s.api_base, 1.0)
-        spec = _spec(m, s.api_base if up else None)
+        up = bool(s) and _alive(s.pid) and _ready(s)
+        spec = _spec(m, s.api_base if up else None, s.server if up else SERVERS[0], s.slots if up else 1)
         out.append(dict(name=n, family=m.family, parameters=m.parameters, litellm_model=spec.model,
-                        api_base=spec.api_base, prompt_format=m.prompt_format,
+                        api_base=spec.api_base, server=s.server if up else None, slots=s.slots if up else None,
+                        identity=spec.cache_identity, prompt_format=m.prompt_format,
                         sha256_ok=path.exists() and verified_sha256(path) == art.sha256,
                         up=up, pid=s.pid if up else None, path=str(path)))
     return out
@@ -253,12 +364,12 @@ def pool_status(members: Sequence[str]|None = None, # member names (default: all
 # %% ../nbs/01_local.ipynb #0bdcf52e
 @contextlib.contextmanager
 def local_pool(members: Sequence[str]|None = None, # member names (default: all four)
-               **kw, # passed to `LocalPool`
+               **kw, # passed to `LocalPool` (`server`, `slots`, ...)
               ):
-    "A running embedded pool: reuse `pool up`'s servers, else start owned ones for the block."
+    "A running embedded pool: reuse `pool up`'s servers of the same program, else start owned ones for the block."
     pool = LocalPool(members, **kw)
     running = read_state()
-    if all(n in running and reusable(running[n]) for n in pool.members):
+    if all(n in running and reusable(running[n], pool.server) for n in pool.members):
         pool.servers = {n: running[n] for n in pool.members}
         yield pool
         return

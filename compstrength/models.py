@@ -8,7 +8,7 @@ Docs: https://compstrength.github.io/compstrength/models.html.md"""
 from __future__ import annotations
 import os
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # importing litellm must not reach the internet
-import asyncio, hashlib, json, logging, threading, time
+import asyncio, gzip, hashlib, json, logging, threading, time
 from dataclasses import dataclass, asdict, replace
 from pathlib import Path
 from typing import Sequence
@@ -27,9 +27,10 @@ litellm.disable_aiohttp_transport = True  # httpx: LiteLLM's aiohttp sessions le
 logging.getLogger("LiteLLM").setLevel(logging.ERROR)  # its event-loop notices are noise here
 
 # %% auto #0
-__all__ = ['PROMPT_FORMATS', 'FEWSHOT_PREFIX', 'KEY_VERSION', 'FEWSHOT_VERSION', 'FEWSHOT_STOP', 'RETRYABLE', 'RECORD_COMMAND',
-           'UnknownModelError', 'validate_model_string', 'ModelSpec', 'fewshot_prompt', 'request_fields', 'cache_key',
-           'Completion', 'CallRecord', 'run_sync', 'ModelDownError', 'ModelClient', 'ModelCallError', 'ReplayMissError',
+__all__ = ['PROMPT_FORMATS', 'PROMPT_STYLES', 'FEWSHOT_PREFIX', 'FEWSHOT_DIRECT_PREFIX', 'DIRECT_INSTRUCTION', 'KEY_VERSION',
+           'FEWSHOT_VERSION', 'FEWSHOT_STOP', 'RETRYABLE', 'RECORD_COMMAND', 'UnknownModelError',
+           'validate_model_string', 'ModelSpec', 'fewshot_prompt', 'request_fields', 'cache_key', 'Completion',
+           'CallRecord', 'run_sync', 'ModelDownError', 'ModelClient', 'ModelCallError', 'ReplayMissError',
            'load_recording']
 
 # %% ../nbs/00a_models.ipynb #8a4ad485
@@ -48,10 +49,11 @@ def validate_model_string(model: str # a LiteLLM model string
 
 # %% ../nbs/00a_models.ipynb #6d0827b9
 PROMPT_FORMATS = ("chat", "fewshot")
+PROMPT_STYLES = ("working", "direct")
 
 @dataclass(frozen=True)
 class ModelSpec:
-    "One pool member: a LiteLLM model string and how to prompt it."
+    "One pool member (a player): a LiteLLM model string, how to prompt it and how it decodes."
     name: str  # short name used in tables and coalitions
     model: str  # LiteLLM model string, e.g. `openai/gpt-4o-mini` or `text-completion-openai/gemma3-270m`
     api_base: str|None = None  # endpoint for self-hosted servers (llama.cpp, vLLM, Ollama)
@@ -63,16 +65,24 @@ class ModelSpec:
     api_key_env: str|None = None  # environment variable holding the key, if one must be passed
     local: bool = False  # an embedded local model (its api_base is None while its server is down)
     timeout: float|None = None  # seconds per call to this member (default: the client's `timeout`)
+    style: str = "working"  # prompt style: "working" (the task's prompt) or "direct" (the final answer only)
+    temperature: float|None = None  # the player's sampling temperature (None: the request's)
+    max_tokens: int|None = None  # the player's completion cap (None: the request's; else the smaller of the two)
 
     def __post_init__(self):
         if self.prompt_format not in PROMPT_FORMATS:
             raise ValueError(f"{self.name}: prompt_format must be one of {PROMPT_FORMATS}, not {self.prompt_format!r}")
+        if self.style not in PROMPT_STYLES:
+            raise ValueError(f"{self.name}: style must be one of {PROMPT_STYLES}, not {self.style!r}")
         if self.max_concurrency < 1: raise ValueError(f"{self.name}: max_concurrency must be >= 1")
+        if self.temperature is not None and not 0 <= self.temperature <= 2:
+            raise ValueError(f"{self.name}: temperature must be between 0 and 2, not {self.temperature!r}")
+        if self.max_tokens is not None and self.max_tokens < 1: raise ValueError(f"{self.name}: max_tokens must be >= 1")
         validate_model_string(self.model)
 
     @property
     def cache_identity(self) -> str:
-        "What the cache key says about this member (never a secret, never a port)."
+        "What the cache key says about the weights behind this member (never a secret, never a port)."
         if self.identity: return self.identity
         return self.model if not self.api_base else f"{self.model}@{self.api_base}"
 
@@ -94,12 +104,33 @@ Answer: Half of 20 is 10, so he has 20 - 10 = 10, and 10 + 3 = 13. The answer is
 
 """
 
-def fewshot_prompt(messages: Sequence[dict] # chat messages (role, content)
+FEWSHOT_DIRECT_PREFIX = """The following are questions with short, correct answers. Each answer gives the final answer at once, with no working: "The answer is" followed by the final answer.
+
+Question: A baker makes 4 trays of 6 muffins and sells 9 of them. How many muffins are left?
+Answer: The answer is 15.
+
+Question: Which planet is known as the Red Planet?
+A. Venus
+B. Mars
+C. Jupiter
+D. Saturn
+Answer: The answer is B.
+
+Question: Sam had 20 dollars. He spent half of it and then found 3 dollars. How much money does he have now?
+Answer: The answer is 13.
+
+"""
+
+DIRECT_INSTRUCTION = "Do not show any working: reply with the final line only."
+
+def fewshot_prompt(messages: Sequence[dict], # chat messages (role, content)
+                   style: str = "working", # "working" (worked examples) or "direct" (answers alone)
                   ) -> str: # a few-shot text-completion prompt that ends with "Answer:"
     "Rewrite a chat conversation as a few-shot completion prompt for a base model."
     if not messages or messages[-1].get("role") != "user":
         raise ValueError("a conversation must end with a user message")
-    out = [FEWSHOT_PREFIX]
+    if style not in PROMPT_STYLES: raise ValueError(f"style must be one of {PROMPT_STYLES}, not {style!r}")
+    out = [FEWSHOT_PREFIX if style == "working" else FEWSHOT_DIRECT_PREFIX]
     for m in messages:
         role, content = m.get("role"), str(m.get("content", "")).strip()
         if role == "system": out.append(content + "\n\n")
@@ -122,14 +153,18 @@ def request_fields(spec: ModelSpec, # the pool member
                    stop: Sequence[str]|None = None, # stop sequences
                    logprobs: int|None = None, # top-k logprobs to return (0: token logprobs only), or None
                   ) -> dict: # everything that determines the response, and nothing else
-    "The fields a cached response is keyed by."
+    "The fields a cached response is keyed by (the player's temperature and cap replace the request's)."
+    if spec.temperature is not None: temperature = spec.temperature
+    if spec.max_tokens is not None: max_tokens = min(int(max_tokens), spec.max_tokens)
     greedy = float(temperature) == 0.0
     fmt = f"fewshot-v{FEWSHOT_VERSION}" if spec.prompt_format == "fewshot" else spec.prompt_format
-    return dict(v=KEY_VERSION, model=spec.cache_identity, format=fmt,
-                messages=[{"role": m["role"], "content": m["content"]} for m in messages],
-                temperature=float(temperature), max_tokens=int(max_tokens),
-                seed=int(seed), sample=0 if greedy else int(sample),
-                stop=list(stop) if stop else None, logprobs=logprobs)
+    f = dict(v=KEY_VERSION, model=spec.cache_identity, format=fmt,
+             messages=[{"role": m["role"], "content": m["content"]} for m in messages],
+             temperature=float(temperature), max_tokens=int(max_tokens),
+             seed=int(seed), sample=0 if greedy else int(sample),
+             stop=list(stop) if stop else None, logprobs=logprobs)
+    if spec.style != "working": f["style"] = spec.style  # absent for the default style: its keys never change
+    return f
 
 # %% ../nbs/00a_models.ipynb #0e2a79a8
 def cache_key(fields: dict) -> str:
@@ -252,6 +287,9 @@ class ModelClient:
         self.retries, self.timeout, self.backoff = retries, timeout, backoff
         self.cache = diskcache.Cache(str(cache_dir or home_dir()/"calls"))
         self.recording = Path(recording) if recording else None
+        if mode == "record" and self.recording and (self.recording.is_dir() or self.recording.suffix == ".gz"):
+            raise ValueError(f"record into a plain .jsonl file, not {self.recording}: a folder of gzipped batches is "
+                             f"written a whole batch at a time (see the study module)")
         self._replay = load_recording(self.recording) if self.recording and self.recording.exists() else {}
         self.log: list[CallRecord] = []
         self._sems, self._inflight, self._lock = {}, {}, threading.Lock()
@@ -297,14 +335,17 @@ def _litellm_kwargs(spec: ModelSpec, f: dict, timeout: float) -> dict:
     elif spec.local or spec.api_base:  # llama.cpp, Ollama, a keyless vLLM: LiteLLM wants a key, and must not
         kw["api_key"] = "no-key-local"  # fall back to OPENAI_API_KEY and send a hosted key to a self-hosted server
     stop = list(f["stop"] or [])
+    style = f.get("style", "working")
     if spec.prompt_format == "fewshot":
-        kw["prompt"] = fewshot_prompt(f["messages"])
+        kw["prompt"] = fewshot_prompt(f["messages"], style)
         kw["stop"] = stop + FEWSHOT_STOP
-        if f["logprobs"] is not None: kw["logprobs"] = int(f["logprobs"])
+        if f["logprobs"] is not None: kw["logprobs"] = max(1, int(f["logprobs"]))  # llama-server returns none for 0
     else:
         kw["messages"] = f["messages"]
+        if style == "direct":  # the instruction follows the question, where a small model heeds it
+            kw["messages"] = [*f["messages"][:-1], {**f["messages"][-1], "content": f["messages"][-1]["content"] + "\n\n" + DIRECT_INSTRUCTION}]
         if stop: kw["stop"] = stop
-        if f["logprobs"] is not None: kw.update(logprobs=True, top_logprobs=int(f["logprobs"]))
+        if f["logprobs"] is not None: kw.update(logprobs=True, top_logprobs=max(1, int(f["logprobs"])))  # 0: llama-server sends none
     return kw
 
 # %% ../nbs/00a_models.ipynb #257ecac2
@@ -411,14 +452,21 @@ async def acomplete(self: ModelClient,
     finally: self._inflight.pop(ik, None)
 
 # %% ../nbs/00a_models.ipynb #47dc6091
-def load_recording(path: str|Path) -> dict:
-    "Key → cached completion, from a JSONL recording."
+def _read_text(path: Path) -> str:
+    return gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()
+
+def load_recording(path: str|Path # a .jsonl or .jsonl.gz recording, or a folder of them (and of folders of them), read in path order
+                  ) -> dict:
+    "Key → cached completion, from a JSONL recording (a file, gzipped or not, or a folder of batch files)."
+    path = Path(path)
+    files = sorted([*path.rglob("*.jsonl"), *path.rglob("*.jsonl.gz")]) if path.is_dir() else [path]
     out = {}
-    for i, line in enumerate(Path(path).read_text().splitlines(), 1):
-        if not line.strip(): continue
-        try: d = json.loads(line); out[d["key"]] = d["completion"]
-        except (json.JSONDecodeError, KeyError) as e:
-            raise ValueError(f"{path}:{i}: malformed recording line ({e})") from None
+    for p in files:
+        for i, line in enumerate(_read_text(p).splitlines(), 1):
+            if not line.strip(): continue
+            try: d = json.loads(line); out[d["key"]] = d["completion"]
+            except (json.JSONDecodeError, KeyError) as e:
+                raise ValueError(f"{p}:{i}: malformed recording line ({e})") from None
     return out
 
 # %% ../nbs/00a_models.ipynb #3d2f5db7

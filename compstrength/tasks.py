@@ -8,6 +8,7 @@ Docs: https://compstrength.github.io/compstrength/tasks.html.md"""
 from __future__ import annotations
 import ast, gzip, hashlib, json, math, random, re
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Sequence
 
@@ -286,16 +287,16 @@ def eval_arithmetic(expr: str # e.g. "100 - 7 * 9"
     return ev(ast.parse(expr, mode="eval"))
 
 # %% ../nbs/03_tasks.ipynb #08b320eb
-def _arithmetic(path):
+def _arithmetic(path, name="arithmetic"):
     rows = read_jsonl(path, ["id", "question", "expression", "answer", "difficulty"])
-    items = []
+    items, fname = [], Path(path).name
     for k, d in enumerate(rows):
         try: val = eval_arithmetic(d["expression"])
         except (ValueError, SyntaxError) as e: raise TaskError(f"{path}:{k+1}: bad expression ({e})") from None
         if val != int(d["answer"]): raise TaskError(f"{path}:{k+1}: answer {d['answer']} != {d['expression']} = {val}")
-        items.append(Item(d["id"], d["question"], str(val), meta=dict(source="data/arithmetic.jsonl", difficulty=int(d["difficulty"]),
+        items.append(Item(d["id"], d["question"], str(val), meta=dict(source=f"data/{fname}", difficulty=int(d["difficulty"]),
                                                                    expression=d["expression"], template=d.get("template", ""))))
-    return Task("arithmetic", "numeric", items, "compstrength data/arithmetic.jsonl (project-authored)")
+    return Task(name, "numeric", items, f"compstrength data/{fname} (project-authored)")
 
 # %% ../nbs/03_tasks.ipynb #fdadf7e9
 def task_from_file(path: str|Path, # a .jsonl or .csv file
@@ -328,7 +329,8 @@ def _data_store():
     return home_dir()/"data"
 
 # %% ../nbs/03_tasks.ipynb #292528b7
-TASKS = {"gsm8k": _gsm8k, "mmlu": _mmlu, "humaneval": _humaneval, "arithmetic": _arithmetic}
+TASKS = {"gsm8k": _gsm8k, "mmlu": _mmlu, "humaneval": _humaneval, "arithmetic": _arithmetic,
+         "arithmetic1k": partial(_arithmetic, name="arithmetic1k")}
 
 def load_task(name: str, # a name in `TASKS`, or a path to a .jsonl/.csv file
               split: str = "all", # "dev", "test" or "all"
@@ -337,7 +339,7 @@ def load_task(name: str, # a name in `TASKS`, or a path to a .jsonl/.csv file
              ) -> Task:
     "Load a task by name or path; split and sample it."
     if name in TASKS:
-        path = data_dir()/"arithmetic.jsonl" if name == "arithmetic" else fetch_artifact(DATA_ARTIFACTS[name], store=_data_store())
+        path = fetch_artifact(DATA_ARTIFACTS[name], store=_data_store()) if name in DATA_ARTIFACTS else data_dir()/f"{name}.jsonl"
         task = TASKS[name](path)
     elif Path(name).suffix in (".jsonl", ".csv", ".gz"): task = task_from_file(name)
     else: raise TaskError(f"unknown task {name!r}: choose one of {sorted(TASKS)} or give a .jsonl/.csv path")

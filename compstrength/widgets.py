@@ -154,7 +154,8 @@ class GameSource:
 
 # %% ../nbs/08a_widgets.ipynb #94484334
 _LABELS = {"shapley": "exact Shapley", "loo": "leave-one-out", "banzhaf": "Banzhaf",
-           "permutation": "permutation sampling (Shapley)", "kernel": "KernelSHAP (Shapley)"}
+           "stratified": "stratified regression (Shapley)", "permutation": "permutation sampling (Shapley)",
+           "kernel": "KernelSHAP (Shapley)"}
 ESTIMATORS = {label: m for m, label in _LABELS.items() if m in METHODS}  # dropdown label -> attribution method
 
 def selection_tables(source, # a `RecordSource` or a `GameSource`
@@ -214,7 +215,7 @@ class Explorer:
                  protocol: str|None = None, # initial protocol (default: the first)
                  task: str|None = None, # initial task
                  members: Sequence[str]|None = None, # initial sub-pool (default: the whole pool)
-                 estimator: str = "shapley", # shapley, loo, banzhaf, permutation or kernel
+                 estimator: str = "shapley", # shapley, loo, banzhaf, stratified, permutation or kernel
                  budget: int = 256, # evaluations of v for the sampling estimators
                  n_boot: int = 500, # bootstrap resamples for the CIs
                  seed: int = 0, # bootstrap and estimator seed

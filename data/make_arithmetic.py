@@ -1,10 +1,21 @@
-"""Generator for the project-authored arithmetic word-problem dataset.
+"""Generator for the project-authored arithmetic word-problem datasets.
 
-Writes ``data/arithmetic.jsonl``: 200 English word problems, 40 at each
-difficulty level 1..5 (interleaved 1,2,3,4,5,1,2,... so any prefix of the file
-is balanced across levels).  Each line is a JSON object with the keys, in order:
+By default writes ``data/arithmetic.jsonl``: 200 English word problems, 40 at
+each difficulty level 1..5 (interleaved 1,2,3,4,5,1,2,... so any prefix of the
+file is balanced across levels).  With ``--items N`` (a multiple of 200) it
+writes a larger set whose first 200 items are exactly those of
+``data/arithmetic.jsonl`` (same ids, questions, answers, order), followed by
+further rounds of 200 items, 40 per level, interleaved by level within each
+round in the same way, so any prefix of the larger file stays balanced too.
+Round 0 is drawn from the seed itself (that is what keeps the first 200 items
+unchanged); round r >= 1 is drawn from its own seed, derived from the main seed
+and r with sha256.  Questions are unique across the whole file, not only within
+a round.  ``data/arithmetic1k.jsonl`` (1,000 items) is written this way.
 
-    id          "arith-001" .. "arith-200" (stable for a given seed)
+Each line is a JSON object with the keys, in order:
+
+    id          "arith-001" .. "arith-200", then "arith-201" .. "arith-1000"
+                (3 digits at least; stable for a given seed)
     difficulty  int 1-5
     question    the word problem, ending with a question mark
     expression  Python arithmetic using only int literals and + - * // ( ),
@@ -25,21 +36,23 @@ literal 2 (written as "twice"/"half" in the question) and the literal 100
 (written as "percent").  Before writing, the generator checks every item with a
 restricted ``ast`` evaluator (only +, -, *, // on non-negative int literals),
 checks that every division is exact, that answers are non-negative ints, that
-numbers in question and expression agree, and that questions are unique;
-any failure raises AssertionError.
+numbers in question and expression agree, that questions are unique across the
+file, and that every round is balanced across levels; any failure raises
+AssertionError.
 
-Standard library only.  Deterministic: ``random.Random(seed)``.
+Standard library only.  Deterministic: ``random.Random`` per round.
 
 Run from the repository root:
 
-    python data/make_arithmetic.py            # default seed 20261130
+    python data/make_arithmetic.py            # data/arithmetic.jsonl, seed 20261130
     python data/make_arithmetic.py --seed 7   # a different (still fixed) draw
+    python data/make_arithmetic.py --items 1000 --out data/arithmetic1k.jsonl
 """
-
 from __future__ import annotations
 
 import argparse
 import ast
+import hashlib
 import json
 import random
 import re
@@ -372,6 +385,7 @@ TEMPLATES = {
     4: [l4_pizza_share, l4_bike_weeks, l4_flower_bunches, l4_pancake_batches],
     5: [l5_jacket_sale, l5_farm_twice, l5_factory_boxes, l5_trip_budget, l5_wages_half],
 }
+ROUND_SIZE = PER_LEVEL * len(TEMPLATES)   # one round: PER_LEVEL items at each level
 
 
 # --------------------------------------------------------------------------
@@ -447,10 +461,20 @@ def check_item(item: dict) -> None:
         assert n_ops >= 4 and max(literals) >= 100, item
 
 
-def generate(seed: int = DEFAULT_SEED) -> list[dict]:
-    rng = random.Random(seed)
+def round_seed(seed: int, r: int) -> int:
+    """The seed of round ``r``: the seed itself for round 0, a sha256-derived one after."""
+    if r == 0:
+        return seed
+    digest = hashlib.sha256(f"make_arithmetic/{seed}/round-{r}".encode()).digest()
+    return int.from_bytes(digest[:8], "big")
+
+
+def draw_round(rng: random.Random, seen: set[str]) -> list[dict]:
+    """One round: PER_LEVEL items per level, interleaved by level, questions not in ``seen``.
+
+    Adds the new questions to ``seen``.  Items have no id yet.
+    """
     per_level: dict[int, list[dict]] = {}
-    seen: set[str] = set()
     for level in sorted(TEMPLATES):
         items = []
         templates = TEMPLATES[level]
@@ -472,19 +496,27 @@ def generate(seed: int = DEFAULT_SEED) -> list[dict]:
                 "template": fn.__name__,
             })
         per_level[level] = items
+    return [per_level[level][i] for i in range(PER_LEVEL) for level in sorted(per_level)]
 
+
+def generate(seed: int = DEFAULT_SEED, n_items: int = ROUND_SIZE) -> list[dict]:
+    """``n_items`` checked items (a multiple of ROUND_SIZE); the first ROUND_SIZE never depend on ``n_items``."""
+    if n_items <= 0 or n_items % ROUND_SIZE:
+        raise ValueError(f"items must be a positive multiple of {ROUND_SIZE}, not {n_items}")
+    seen: set[str] = set()
     out = []
-    for i in range(PER_LEVEL):
-        for level in sorted(per_level):
-            it = per_level[level][i]
+    for r in range(n_items // ROUND_SIZE):
+        for it in draw_round(random.Random(round_seed(seed, r)), seen):
             out.append({"id": f"arith-{len(out) + 1:03d}", **it})
 
     # Self-check the whole set before anything is written.
-    assert len(out) == PER_LEVEL * len(TEMPLATES)
+    assert len(out) == n_items
     assert len({it["id"] for it in out}) == len(out)
     assert len({it["question"] for it in out}) == len(out)
-    for level in TEMPLATES:
-        assert sum(it["difficulty"] == level for it in out) == PER_LEVEL
+    for start in range(0, n_items, ROUND_SIZE):
+        chunk = out[start:start + ROUND_SIZE]
+        for level in TEMPLATES:
+            assert sum(it["difficulty"] == level for it in chunk) == PER_LEVEL
     for it in out:
         assert list(it) == ["id", "difficulty", "question", "expression", "answer", "template"]
         check_item(it)
@@ -494,13 +526,21 @@ def generate(seed: int = DEFAULT_SEED) -> list[dict]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seed", type=int, default=DEFAULT_SEED)
-    ap.add_argument("--out", type=Path, default=OUT_PATH)
+    ap.add_argument("--items", type=int, default=ROUND_SIZE,
+                    help=f"number of items, a multiple of {ROUND_SIZE} (default: {ROUND_SIZE})")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="output file (default: data/arithmetic.jsonl; required with --items)")
     args = ap.parse_args()
-    items = generate(args.seed)
-    with open(args.out, "w", encoding="utf-8") as f:
+    if args.items <= 0 or args.items % ROUND_SIZE:
+        ap.error(f"--items must be a positive multiple of {ROUND_SIZE}, not {args.items}")
+    if args.out is None and args.items != ROUND_SIZE:
+        ap.error("--out is required with --items (data/arithmetic.jsonl holds the 200-item set)")
+    out_path = args.out or OUT_PATH
+    items = generate(args.seed, args.items)
+    with open(out_path, "w", encoding="utf-8") as f:
         for it in items:
             f.write(json.dumps(it, ensure_ascii=False) + "\n")
-    print(f"wrote {len(items)} items to {args.out}")
+    print(f"wrote {len(items)} items to {out_path}")
 
 
 if __name__ == "__main__":

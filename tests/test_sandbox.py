@@ -19,10 +19,10 @@ def test_host_tmp_and_home_are_hidden():
 
 
 def test_children_killed_at_timeout():
-    r = run_sandboxed("import subprocess, time\nsubprocess.Popen(['sleep', '300'])\ntime.sleep(300)", timeout=1.5)
+    r = run_sandboxed("import subprocess, time\nsubprocess.Popen(['sleep', '300.0417'])\ntime.sleep(300)", timeout=1.5)
     assert r.timed_out
     deadline = time.time() + 10  # a killed process can take a moment to exit on a loaded machine; an escaped one lives 300 s
-    while (out := os.popen("pgrep -f 'sleep 30[0]'").read().split()) and time.time() < deadline: time.sleep(0.2)
+    while (out := os.popen("pgrep -f 'sleep 300[.]0417'").read().split()) and time.time() < deadline: time.sleep(0.2)
     assert not out, f"a sandboxed child survived: {out}"
 
 
