@@ -19,7 +19,9 @@ from .attribution import METHODS, attribute, parse_coalition
 from .contract import DEFAULT_BASE, DEFAULT_HOST, DEFAULT_PORT
 from .experiment import ConfigError, headline, load_config, run_experiment, write_results
 from .files import project_root
-from .study import (StudyError, collect, collection_cost, load_study, stopping_rule, study_folder, study_players,
+from .protocols import dev_task
+from .reuse import own_answers
+from .study import (StudyError, agreement_table, collect, collection_cost, load_study, stopping_rule, study_folder, study_players,
                                 study_progress, study_status)
 
 # %% auto #0
@@ -179,6 +181,13 @@ def cmd_study(a: argparse.Namespace, # `action` (collect or status), `config`, `
     print(f"study {cfg.path or '(in code)'}: {len(players)} players, tasks {cfg.tasks}, protocols {cfg.protocols}")
     if client is None: print(f"nothing recorded yet in {folder}"); return 0
     print(_study_report(cfg, players, client).to_string(index=False))
+    for t in cfg.tasks:  # are the players distinct? agreement on the dev answers (every task records them first)
+        task = load_task(t, split="test")
+        if not study_progress(cfg, players).set_index("task").loc[t, "dev"]: continue
+        ans = own_answers(client, dev_task(task, cfg.n_dev, cfg.seed), list(client.pool), max_tokens=cfg.max_tokens)
+        ag = agreement_table(ans)
+        print(f"\n{t}: agreement of each pair of players on the {cfg.n_dev} dev items (share of the same answer):")
+        print(ag.pivot(index="a", columns="b", values="agree").round(2).fillna("").to_string())
     print("\ncollection cost (live calls; cached answers cost nothing):")
     print(collection_cost(cfg).to_string(index=False))
     return 0

@@ -12,6 +12,7 @@ from typing import Sequence
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .files import project_root
@@ -27,7 +28,7 @@ from .tasks import TASKS, Item, Task, load_task, score
 # %% auto #0
 __all__ = ['REUSE_PROTOCOLS', 'players_from', 'StudyError', 'StudyConfig', 'load_study', 'study_players', 'item_order',
            'batch_requests', 'collect_batch', 'study_folder', 'collect', 'study_status', 'stopping_rule',
-           'study_progress', 'collection_cost']
+           'study_progress', 'collection_cost', 'agreement_table']
 
 # %% ../nbs/09_study.ipynb #1fbed9d1
 def players_from(bases: Sequence[ModelSpec], # base members (the embedded pool's specs, or hosted models)
@@ -325,3 +326,22 @@ def collection_cost(cfg: StudyConfig # from `load_study`
                                             completion_tokens=("completion_tokens", "sum"), hours=("seconds", lambda s: s.sum() / 3600)).reset_index()
     tot = pd.DataFrame([dict(task="total", **{c: g[c].sum() for c in cols})])
     return pd.concat([g, tot], ignore_index=True).round({"hours": 3})
+
+# %% ../nbs/09_study.ipynb #092c6ce3
+def agreement_table(answers: pd.DataFrame, # own answers: columns member, item, answer (e.g. `reuse.own_answers`)
+                    level: float = 0.95, # CI level
+                   ) -> pd.DataFrame: # one row per pair: a, b, items, agree, ci_low, ci_high
+    "Pairwise agreement of the players' extracted answers over the items both answered, with Wilson CIs."
+    need = {"member", "item", "answer"} - set(answers.columns)
+    if need: raise ValueError(f"answers lacks column(s) {sorted(need)}")
+    ok = answers[answers["error"].isna()] if "error" in answers.columns else answers
+    wide = ok.assign(answer=ok.answer.fillna("∅")).pivot(index="item", columns="member", values="answer")
+    players = list(pd.unique(ok.member))
+    rows = []
+    for i, a in enumerate(players):
+        for b in players[i + 1:]:
+            both = wide[[a, b]].dropna()
+            k, n = int((both[a] == both[b]).sum()), len(both)
+            lo, hi = stats.binomtest(k, n).proportion_ci(level, method="wilson") if n else (np.nan, np.nan)
+            rows.append(dict(a=a, b=b, items=n, agree=k / n if n else np.nan, ci_low=lo, ci_high=hi))
+    return pd.DataFrame(rows, columns=["a", "b", "items", "agree", "ci_low", "ci_high"])
