@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # README command 1: set everything up, check the embedded local pool answers (live, cached),
-# then run the main job (the default experiment; extra arguments go to `compstrength run`).
+# then run the main job (the study of configs/study.toml, replayed; extra arguments go to `compstrength run`).
 set -euo pipefail
 cd "$(dirname "$0")"
 bash scripts/setup.sh

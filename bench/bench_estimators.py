@@ -23,7 +23,7 @@ its mean and max over the seeds, the same relative to max |exact Shapley|, and s
 The summary compares `stratified` with the best shapiq approximator of that setting (lowest mean error):
 ratio < 1 means ours is more accurate.
 
-    .venv/bin/python bench/bench_estimators.py [--ns 10 11 12] [--seeds 10] [--shares 0.05 0.1 0.25 1.0]
+    .venv/bin/python bench/bench_estimators.py [--ns 10 11 12] [--seeds 10] [--first-seed 0] [--shares 0.05 0.1 0.25 1.0]
 """
 import argparse, sys, time, warnings
 from importlib.metadata import version
@@ -90,6 +90,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ns", type=int, nargs="+", default=[10, 11, 12])
     ap.add_argument("--seeds", type=int, default=10)
+    ap.add_argument("--first-seed", type=int, default=0, help="seeds first-seed .. first-seed + seeds − 1 (a second, independent set: 100)")
     ap.add_argument("--shares", type=float, nargs="+", default=[0.05, 0.10, 0.25, 1.0])
     a = ap.parse_args()
     print(f"# {' '.join(['.venv/bin/python', *sys.argv])}\n# shapiq {version('shapiq')}, shap {version('shap')}", flush=True)
@@ -99,7 +100,7 @@ def main():
     rows = []
     for n in a.ns:
         for gname, make in GAMES.items():
-            for seed in range(a.seeds):
+            for seed in range(a.first_seed, a.first_seed + a.seeds):
                 t = make(n, np.random.default_rng(1000 * n + seed))
                 exact = attribute_table(t, list(range(n))).to_numpy()
                 scale = np.abs(exact).max()

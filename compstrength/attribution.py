@@ -262,31 +262,91 @@ def _stratum_sample(n: int, # players
             if mk not in seen and len(out) < m: seen.add(mk); out.append(mk)
     return np.array(out, dtype=np.int64)
 
+# %% ../nbs/05_attribution.ipynb #0f1cb857
+import threading
+from contextlib import contextmanager
+
+_BLAS, _BLAS_LOCK = [], threading.Lock()  # threadpoolctl's controller, made on first use; one limit at a time
+
+@contextmanager
+def _one_blas_thread():
+    "BLAS and LAPACK on one thread inside (restored after): on small matrices, waking threads costs more than they give."
+    with _BLAS_LOCK:
+        if not _BLAS:
+            from threadpoolctl import ThreadpoolController
+            _BLAS.append(ThreadpoolController())
+        with _BLAS[0].limit(limits=1, user_api="blas"): yield
+
 # %% ../nbs/05_attribution.ipynb #eb1b024e
-def _ridge_gcv(A: np.ndarray, # weighted, centred design: rows × players
-               b: np.ndarray, # weighted, centred targets: rows × outputs
+def _ridge_gcv(G: np.ndarray, # the Gram matrix AᵀA of the weighted, centred design A: columns × columns
+               Ab: np.ndarray, # Aᵀb, b the weighted, centred targets: columns × outputs
+               bb: float, # |b̄|², b̄ the targets' mean over outputs
                dof: int # rows less the intercepts already fitted
-              ) -> np.ndarray:
-    "Ridge coefficients, players × outputs, the strength chosen by robust generalised cross-validation on the outputs' mean."
-    if not len(A) or not np.any(A): return np.zeros((A.shape[1], b.shape[1]))
-    U, s, Vt = np.linalg.svd(A, full_matrices=False)
-    keep = s > s[0] * 1e-10  # the design is rank-deficient (Σ_j x_j is constant within a size)
-    U, s, Vt = U[:, keep], s[keep], Vt[keep]
-    Ub, Um = U.T @ b, U.T @ b.mean(axis=1)
-    out_of_span = np.sum(b.mean(axis=1) ** 2) - np.sum(Um ** 2)
+              ) -> tuple:
+    "Ridge coefficients (columns × outputs) and their GCV score, the strength chosen by robust generalised cross-validation on the outputs' mean."
+    none = (np.zeros(Ab.shape), np.inf)
+    if not np.any(G): return none
+    with _one_blas_thread(): s2, V = np.linalg.eigh(G)  # A = U·diag(s)·Vᵀ without A itself: no tall product
+    keep = s2 > s2.max() * 1e-12  # the design is rank-deficient (Σ_j x_j is constant within a size)
+    s2, V = s2[keep], V[:, keep]
+    s = np.sqrt(s2)
+    Ub = V.T @ Ab / s[:, None]  # Uᵀb
+    Um = Ub.mean(axis=1)
+    out_of_span = max(0.0, bb - np.sum(Um ** 2))
     best = (np.inf, None)
-    for lam in np.r_[0.0, np.geomspace(1e-4, 1e2, 41)] * s[0] ** 2:
-        f = s ** 2 / (s ** 2 + lam)
-        used = 2 * f.sum()  # each degree of freedom of the fit counted twice: plain GCV (1×) too often picks a weak ridge on a noisy game
+    for lam in np.r_[0.0, np.geomspace(1e-4, 1e2, 41)] * s2.max():
+        f = s2 / (s2 + lam)
+        used = 1.5 * f.sum()  # each degree of freedom of the fit counted 1.5 times: plain GCV (1×) too often picks a weak ridge on a noisy game
         if dof - used <= 0.5: continue  # no residual degrees of freedom left: more shrinkage
         gcv = (out_of_span + np.sum(((1 - f) * Um) ** 2)) / (dof - used) ** 2
         if gcv < best[0]: best = (gcv, lam)
-    if best[1] is None: return np.zeros((A.shape[1], b.shape[1]))
-    return Vt.T @ ((s / (s ** 2 + best[1]))[:, None] * Ub)
+    if best[1] is None: return none
+    return V @ ((s / (s2 + best[1]))[:, None] * Ub), best[0]
+
+# %% ../nbs/05_attribution.ipynb #34fa4f7e
+def _size_coefs(A: list, # per size: its weighted, centred design, rows × players
+                b: list, # per size: its weighted, centred targets, rows × outputs
+                per_size: bool = True # also try βₖ = β + γₖ
+               ) -> np.ndarray:
+    "Coefficients by size, sizes × players × outputs: one shared β, or βₖ = β + γₖ, whichever GCV prefers."
+    n, K = A[0].shape[1], len(A)
+    G = [a.T @ a for a in A]; Ab = [a.T @ y for a, y in zip(A, b)]  # per size: small products, one thread
+    bb, dof = sum(np.sum(y.mean(axis=1) ** 2) for y in b), sum(map(len, A)) - K
+    shared, score = _ridge_gcv(sum(G), sum(Ab), bb, dof)
+    if not per_size: return np.repeat(shared[None], K, axis=0)
+    H = np.zeros((n * (K + 1), n * (K + 1)))  # the Gram matrix of [A, blocks of ½Aₖ]: γₖ at half scale, 4× the penalty
+    H[:n, :n] = sum(G)
+    for j, g in enumerate(G, 1):
+        H[:n, n * j:n * (j + 1)] = H[n * j:n * (j + 1), :n] = 0.5 * g
+        H[n * j:n * (j + 1), n * j:n * (j + 1)] = 0.25 * g
+    coef, score_k = _ridge_gcv(H, np.concatenate([sum(Ab), *(0.5 * x for x in Ab)]), bb, dof)
+    if score_k < score: return coef[None, :n] + 0.5 * coef[n:].reshape(K, n, -1)
+    return np.repeat(shared[None], K, axis=0)
+
+# %% ../nbs/05_attribution.ipynb #f9ddb2a7
+def _allocate(B: int, # coalitions to hand out, in all
+              share: dict, # size -> its share (≥ 0)
+              floor: dict, # size -> the least it gets (already drawn)
+              cap: dict # size -> the most it can get (all its coalitions)
+             ) -> dict:
+    "Integer counts by size ∝ `share`, each within [floor, cap], adding up to `B` (water-filling)."
+    m, free = dict(floor), list(share)
+    while free:
+        left = B - sum(m[k] for k in share if k not in free)
+        tot = sum(share[k] for k in free)
+        want = {k: left * share[k] / tot if tot > 0 else left / len(free) for k in free}
+        done = [k for k in free if want[k] >= cap[k]] or [k for k in free if want[k] <= floor[k]]  # full sizes first, then sizes past their share
+        if done:
+            for k in done: m[k] = cap[k] if want[k] >= cap[k] else floor[k]; free.remove(k)
+            continue
+        for k in free: m[k] = math.floor(want[k])
+        for k in sorted(free, key=lambda k: m[k] - want[k])[:B - sum(m.values())]: m[k] += 1  # largest remainders
+        break
+    return m
 
 # %% ../nbs/05_attribution.ipynb #81ad7ebc
 def _stratified(g: _Game, budget: int, seed: int) -> np.ndarray:
-    "Shapley values estimated by stratified regression: exact outer sizes, a ridge fit with one intercept per size on the rest."
+    "Shapley values estimated by stratified regression: exact outer sizes, the rest drawn in two phases and fitted by a ridge with one intercept per size."
     n, full = g.n, (1 << g.n) - 1
     if budget < n + 2: raise ValueError(f"budget {budget} is too small for method 'stratified' with {n} players: it needs at least {n + 2} evaluations")
     exact, plan = _strata_plan(n, budget)
@@ -294,22 +354,43 @@ def _stratified(g: _Game, budget: int, seed: int) -> np.ndarray:
     ends = g.at([0, full])
     tail = ends.shape[1:]
     bits = lambda masks: ((masks[:, None] >> np.arange(n)) & 1).astype(float)
+    def blocks(draws):  # per size: centred (its intercept), weighted so that each size counts the same
+        A, b = [], []
+        for k, d in draws.items():
+            w = (len(d) * k * (n - k)) ** -0.5
+            X, y = bits(d), g.at(d).reshape(len(d), -1)
+            A.append(w * (X - X.mean(axis=0))); b.append(w * (y - y.mean(axis=0)))
+        return A, b
+    done = {k: _stratum_sample(n, k, math.comb(n, k), rng) for k in exact}
+    draws = {}
+    if plan:  # phase 1: a pilot of half of each size's plan
+        pilot = {k: m if m < 2 else max(2, round(m / 2)) for k, m in plan.items()}
+        draws = {k: _stratum_sample(n, k, m, rng) for k, m in pilot.items() if m}
+        A, b = blocks(draws)
+        ss, dof = {}, {}
+        if A:  # σₖ from the residuals of the pooled fit (on the items' mean), by size
+            bm = [x.mean(axis=1, keepdims=True) for x in b]
+            beta = _size_coefs(A, bm, per_size=False)[0]
+            for (k, d), Ak, bk in zip(draws.items(), A, bm):
+                ss[k] = np.sum((bk - Ak @ beta) ** 2) * len(d) * k * (n - k); dof[k] = len(d) - 1
+        pooled = sum(ss.values()) / max(1, sum(dof.values()))
+        sigma = {k: math.sqrt((ss.get(k, 0.0) + 4 * pooled) / (dof.get(k, 0) + 4)) if pooled > 0 else 1.0 for k in plan}
+        m = _allocate(sum(plan.values()), {k: sigma[k] / math.sqrt(k * (n - k)) for k in plan}, pilot, {k: math.comb(n, k) for k in plan})
+        for k in plan:  # phase 2: the rest, distinct from the pilot's
+            if m[k] <= pilot[k]: continue
+            have = draws.get(k, np.zeros(0, dtype=np.int64))
+            seen = set(have.tolist())
+            more = np.array([x for x in _stratum_sample(n, k, m[k], rng).tolist() if x not in seen], dtype=np.int64)
+            draws[k] = np.concatenate([have, more[rng.permutation(len(more))[:m[k] - pilot[k]]]])
+        for k in [k for k, d in draws.items() if len(d) == math.comb(n, k)]: done[k] = draws.pop(k)  # drawn in full: exact
     delta = np.zeros((n, int(np.prod(tail, dtype=int))))
-    for k in exact:  # Δₖ exactly, from every coalition of size k
-        ms = _stratum_sample(n, k, math.comb(n, k), rng)
+    for k, ms in done.items():  # Δₖ exactly, from every coalition of size k
         X, y = bits(ms), g.at(ms).reshape(len(ms), -1)
         delta += X.T @ y / math.comb(n - 1, k - 1) - (1 - X).T @ y / math.comb(n - 1, k)
-    if plan:
-        draws = {k: _stratum_sample(n, k, m, rng) for k, m in plan.items() if m}
-        ms = np.concatenate([np.zeros(0, dtype=np.int64), *draws.values()])
-        y = g.at(ms).reshape(len(ms), -1) if len(ms) else np.zeros((0, delta.shape[1]))
-        X, start, A, b = bits(ms), 0, [], []
-        for k, d in draws.items():  # centre within each size (its intercept), weight each size the same
-            Xk, yk = X[start:start + len(d)], y[start:start + len(d)]; start += len(d)
-            w = (len(d) * k * (n - k)) ** -0.5
-            A.append(w * (Xk - Xk.mean(axis=0))); b.append(w * (yk - yk.mean(axis=0)))
-        beta = _ridge_gcv(np.concatenate(A) if A else X, np.concatenate(b) if b else y, len(ms) - len(draws))
-        delta += len(plan) * n / (n - 1) * (beta - beta.mean(axis=0))
+    if draws:
+        A, b = blocks(draws)
+        beta = _size_coefs(A, b)  # sizes × players × outputs
+        delta += n / (n - 1) * (beta - beta.mean(axis=1, keepdims=True)).sum(axis=0)
     return ((ends[1] - ends[0]).reshape(-1) / n + delta / n).reshape((n,) + tail)
 
 # %% ../nbs/05_attribution.ipynb #3700265f

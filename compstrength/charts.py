@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from .analysis import rank_corr
+from .files import home_dir
 
 # %% auto #0
 __all__ = ['enable_offline', 'save_chart', 'vega_bundle', 'embed_chart', 'fmt_num', 'strength_scatter', 'correlation_heatmap',
@@ -48,9 +49,15 @@ def save_chart(chart: alt.TopLevelMixin, # any Altair chart
 # %% ../nbs/07a_charts.ipynb #254f17f1
 @lru_cache(maxsize=1)
 def vega_bundle() -> str: # JavaScript defining `vegaEmbed`, to inline once per page
-    "Vega, Vega-Lite and vega-embed as one script (from vl-convert), for the Vega-Lite version Altair writes."
+    "Vega, Vega-Lite and vega-embed as one script (from vl-convert), for the Vega-Lite version Altair writes; built once per machine."
     import vl_convert as vlc
-    return vlc.javascript_bundle(vl_version="_".join(alt.SCHEMA_VERSION.lstrip("v").split(".")[:2]))
+    vl = "_".join(alt.SCHEMA_VERSION.lstrip("v").split(".")[:2])
+    kept = home_dir()/"build"/f"vega-bundle-{vlc.__version__}-{vl}.js"  # building it takes seconds; the file is the same every time
+    if kept.exists(): return kept.read_text(encoding="utf-8")
+    js = vlc.javascript_bundle(vl_version=vl)
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    tmp = kept.with_suffix(f".{os.getpid()}.tmp"); tmp.write_text(js, encoding="utf-8"); tmp.replace(kept)  # atomic: a reader never sees half a file
+    return js
 
 # %% ../nbs/07a_charts.ipynb #9c1982fb
 def embed_chart(chart: alt.TopLevelMixin, # any Altair chart
@@ -111,6 +118,8 @@ def strength_scatter(values: pd.DataFrame, # the values record (protocol, task, 
                 ci = f" [{fmt_num(c.spearman_ci_low.iloc[0], 2)}, {fmt_num(c.spearman_ci_high.iloc[0], 2)}]"
         if correlations is None or np.isnan(rho): rho = rank_corr(v[x], v[y])[0]
         rho_txt = "n/a (a constant strength)" if np.isnan(rho) else fmt_num(rho, 2) + ci
+        keep = ["model", x, y, f"{x}_ci_low", f"{x}_ci_high", f"{y}_ci_low", f"{y}_ci_high", "loo", "banzhaf", "shapley"]
+        v = v[list(dict.fromkeys(c for c in keep if c in v.columns))]  # only what the panel draws: a smaller page, drawn sooner
         base = alt.Chart(v).encode(x=alt.X(f"{x}:Q", title=_label(x), scale=alt.Scale(domain=[lo, hi], nice=True)),
                                    color=color)
         tips = ["model:N", alt.Tooltip(f"{x}:Q", format=".3f"), alt.Tooltip(f"{y}:Q", format=".3f")]

@@ -6,7 +6,8 @@ Docs: https://compstrength.github.io/compstrength/cli.html.md"""
 
 # %% ../nbs/13_cli.ipynb #1425e7cf
 from __future__ import annotations
-import argparse, contextlib, json, signal, sys, threading, time
+import argparse, contextlib, json, signal, sys, threading, time, tomllib
+from pathlib import Path
 
 import pandas as pd
 
@@ -21,8 +22,9 @@ from .experiment import ConfigError, headline, load_config, run_experiment, writ
 from .files import project_root
 from .protocols import dev_task
 from .reuse import own_answers
-from .study import (StudyError, agreement_table, collect, collection_cost, load_study, stopping_rule, study_folder, study_players,
-                                study_progress, study_status)
+from .report import finding, settings_table
+from .study import (StudyError, agreement_table, collect, collection_cost, load_study, stopping_rule, stopping_table, study_folder,
+                                study_players, study_progress, study_results, study_status)
 
 # %% auto #0
 __all__ = ['USER_ERRORS', 'smoke_run', 'smoke_summary', 'cmd_pool', 'cmd_smoke', 'cmd_run', 'cmd_study', 'cmd_protocols',
@@ -115,24 +117,70 @@ def cmd_smoke(a: argparse.Namespace, # `members` and `limit`
     return 1 if df.error.notna().any() else 0
 
 # %% ../nbs/13_cli.ipynb #c4825089
+@contextlib.contextmanager
+def _experiment_pool(cfg, mode: str):
+    "The players of an experiment config on its embedded servers, started (or reused) for a live run; None for a replay."
+    if mode == "replay" or not cfg.pool.embedded: yield None; return
+    with local_pool(cfg.pool.embedded, server=cfg.pool.server, slots=cfg.pool.slots) as pool:
+        up = {s.name: s for s in pool.specs()}  # the servers just started (or reused): their addresses
+        yield cfg.pool.specs([up[m] for m in cfg.pool.embedded])
+
+def _is_study(path) -> bool:
+    "A study file (tasks named at the top level) rather than an experiment config (a `[pool]` table)."
+    try: raw = tomllib.loads(Path(path).read_text())
+    except (OSError, tomllib.TOMLDecodeError): return False  # `load_config` names the problem
+    return "pool" not in raw
+
+def _run_study(a: argparse.Namespace, path: Path) -> int:
+    "`compstrength run` on a study file: replay (or collect, then analyse) the study, write the results and the report."
+    cfg = load_study(path)
+    if a.limit: cfg = cfg.model_copy(update=dict(max_items=min(a.limit, cfg.max_items), min_items=min(a.limit, cfg.min_items)))
+    mode = "record" if a.record else "live" if a.live else "replay"
+    tc = cfg.text_config()  # validated before any model call
+    if mode != "replay":  # the study's batches: collected, resumably, until the stopping rule or the cap
+        with local_pool(cfg.embedded, server=cfg.server, slots=cfg.slots) if cfg.embedded else contextlib.nullcontext():
+            client = ModelClient(study_players(cfg))
+            client.check()
+            collect(cfg, client, stop=stopping_rule(cfg, client), log=lambda s: print(time.strftime("%H:%M:%S"), s, flush=True))
+    with _experiment_pool(tc, mode) if tc is not None else contextlib.nullcontext() as specs:
+        res = study_results(cfg, text_mode=mode, text_specs=specs)
+    out = write_results(res, a.out)
+    pd.set_option("display.width", 220); pd.set_option("display.max_colwidth", 90)
+    print(f"study {path}: {len(res['players'])} players; {', '.join(cfg.protocols)} on {', '.join(cfg.tasks)} (exact Shapley over all "
+          f"{2 ** len(res['players'])} coalitions)" + (f"; {', '.join(tc.run.protocols)} on the {len(tc.players)} base models" if tc else ""))
+    print("\nThe players, and what sets each apart:")
+    print(res["players"][["player", "weights", "style", "token_cap", "distinct_by"]].to_string(index=False))
+    ag = res["agreement"]
+    if len(ag):
+        print("\nPairwise agreement of the players' answers on the dev items (share of items with the same answer):")
+        print(ag.groupby("task", sort=False).agg(pairs=("agree", "size"), items=("items", "max"), lowest=("agree", "min"),
+                                                 median=("agree", "median"), highest=("agree", "max")).round(2).to_string())
+    print("\nWhere each task stands (adaptive evaluation: batches of items until every Shapley CI half-width "
+          f"<= {cfg.target_halfwidth}, or the cap):")
+    print(res["stopping"].assign(widest_halfwidth=res["stopping"].widest_halfwidth.round(3)).to_string(index=False))
+    print(f"\nSetting by setting: Spearman ρ between individual strength and Shapley value across the players, its "
+          f"{cfg.level:.0%} CI, the exact permutation p (Holm-adjusted over the settings) and the verdict:")
+    print(settings_table(res["correlations"], res["protocols"], cfg.level).to_string(index=False))
+    print("\n" + res["summary"].to_string(index=False))
+    print("\n" + finding(res["correlations"], res["protocols"], cfg.level))
+    print(f"\n{mode}: {res['requests']} requests, {res['model_calls']} model calls, {res['seconds']:.1f} s; results in {out}/ (report.html)")
+    return 1 if "error" in res["outcomes"] and res["outcomes"].error.notna().any() else 0
+
 def cmd_run(a: argparse.Namespace, # `config`, `live`, `record`, `limit` and `out`
            ) -> int: # 0, or 1 if any coalition failed
-    "`compstrength run`: run an experiment config, write the results and the report, print the tables."
-    cfg = load_config(a.config)
+    "`compstrength run`: run a study (default: configs/study.toml) or an experiment config, write the results and the report, print the tables."
+    path = Path(a.config) if a.config else (project_root() or Path.cwd())/"configs"/"study.toml"
+    if _is_study(path): return _run_study(a, path)
+    cfg = load_config(path)
     if a.limit:
         for t in cfg.tasks: t.limit = min(a.limit, t.limit or a.limit)
     mode = "record" if a.record else "live" if a.live else "replay"
-    local = [s.name for s in cfg.specs if s.local]
-    with local_pool(local) if mode != "replay" and local else contextlib.nullcontext() as pool:
-        specs = None
-        if pool is not None:  # the servers just started (or reused): their addresses
-            up = {s.name: s for s in pool.specs()}
-            specs = [up.get(s.name, s) for s in cfg.specs]
+    with _experiment_pool(cfg, mode) as specs:
         res = run_experiment(cfg, mode=mode, specs=specs)
     out = write_results(res, a.out)
     pd.set_option("display.width", 200)
-    cols = ["protocol", "task", "model", "individual", "shapley", "shapley_ci_low", "shapley_ci_high", "loo", "banzhaf"]
-    print(res["values"][cols].round(3).to_string(index=False))
+    cols = ["protocol", "task", "model", "individual", "shapley", "shapley_ci_low", "shapley_ci_high", "loo", "banzhaf", "method", "budget"]
+    print(res["values"][[c for c in cols if c in res["values"]]].round(3).to_string(index=False))  # a budgeted run has no Banzhaf
     pt = res["protocols"]
     print("\nProtocols: the grand coalition's value v(N), the best single member, calls per item (N):")
     print(pt[["protocol", "family", "task", "items", "v_N", "best_single", "best_member", "gain", "calls_per_item",
@@ -152,22 +200,13 @@ def cmd_run(a: argparse.Namespace, # `config`, `live`, `record`, `limit` and `ou
 def _study_report(cfg, players, client) -> pd.DataFrame:
     "Per task: progress, and the widest Shapley CI half-width on the recorded items, with the stopping rule's verdict."
     pr = study_progress(cfg, players)
-    rows = []
-    for r in pr.itertuples():
-        row = dict(task=r.task, dev=r.dev, items=r.items, cap=r.cap, widest_halfwidth=float("nan"), state="running")
-        if r.items and r.dev:
-            st = study_status(cfg, client, r.task, r.items)
-            w = st.loc[st.halfwidth.idxmax()]
-            row.update(widest_halfwidth=round(float(w.halfwidth), 4), widest=f"{w.player} ({w.protocol})")
-            if r.items >= cfg.min_items and w.halfwidth <= cfg.target_halfwidth: row["state"] = f"stopped: half-widths <= {cfg.target_halfwidth}"
-        if r.items >= r.cap: row["state"] = "stopped: at the cap"
-        rows.append(row)
-    return pd.DataFrame(rows)
+    status = {r.task: study_status(cfg, client, r.task, r.items) for r in pr.itertuples() if r.items and r.dev}
+    return stopping_table(cfg, status, pr).round(4)
 
 def cmd_study(a: argparse.Namespace, # `action` (collect or status), `config`, `hours`
              ) -> int: # the exit code
     "`compstrength study`: collect a study's batches live (resumable), or report where it stands from its recording."
-    cfg = load_study(a.config or (project_root() or Path.cwd())/"configs"/"study.toml")
+    cfg = load_study(a.config)
     if a.action == "collect":
         with local_pool(cfg.embedded, server=cfg.server, slots=cfg.slots) if cfg.embedded else contextlib.nullcontext():
             client = ModelClient(study_players(cfg))
@@ -187,7 +226,8 @@ def cmd_study(a: argparse.Namespace, # `action` (collect or status), `config`, `
         ans = own_answers(client, dev_task(task, cfg.n_dev, cfg.seed), list(client.pool), max_tokens=cfg.max_tokens)
         ag = agreement_table(ans)
         print(f"\n{t}: agreement of each pair of players on the {cfg.n_dev} dev items (share of the same answer):")
-        print(ag.pivot(index="a", columns="b", values="agree").round(2).fillna("").to_string())
+        piv = ag.pivot(index="a", columns="b", values="agree").round(2)
+        print(piv.astype(object).where(piv.notna(), "").to_string())
     print("\ncollection cost (live calls; cached answers cost nothing):")
     print(collection_cost(cfg).to_string(index=False))
     return 0

@@ -6,38 +6,62 @@ Docs: https://compstrength.github.io/compstrength/experiment.html.md"""
 
 # %% ../nbs/08_experiment.ipynb #b21bce06
 from __future__ import annotations
-import itertools, time, tomllib
+import dataclasses, itertools, time, tomllib
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Sequence
 
 import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from .files import home_dir, project_root
-from .models import ModelClient, ModelSpec
-from .local import MEMBERS, pool_specs
+from .models import PROMPT_STYLES, ModelClient, ModelSpec
+from .local import MEMBERS, SERVERS, pool_specs
 from .tasks import TASKS, Task, load_task
 from .protocols import PROTOCOLS, Protocol, ProtocolError, available_protocols, get_protocol
-from .attribution import coalition_label
+from .attribution import ESTIMATOR, attribute, coalition_label
 from .game import CoalitionGame, item_values
 from .analysis import correlations_table, pairwise_table, summarize, values_table
 from .report import build_report
 
 # %% auto #0
-__all__ = ['SETTING', 'VERDICT_RULE', 'ConfigError', 'PoolConfig', 'TaskConfig', 'ProtocolConfig', 'RunConfig',
-           'ExperimentConfig', 'load_config', 'experiment_games', 'dummy_members', 'duplicate_settings',
-           'protocol_table', 'run_experiment', 'headline', 'write_results']
+__all__ = ['SETTING', 'VERDICT_RULE', 'ConfigError', 'players_from', 'PoolConfig', 'TaskConfig', 'ProtocolConfig', 'RunConfig',
+           'budgeted_evaluate', 'ExperimentConfig', 'load_config', 'experiment_games', 'dummy_members',
+           'duplicate_settings', 'protocol_table', 'budgeted_values_table', 'run_experiment', 'headline',
+           'write_results']
 
 # %% ../nbs/08_experiment.ipynb #5997fbab
 class ConfigError(ValueError):
     "An experiment config that cannot run; the message names the file and the key."
 
+# %% ../nbs/08_experiment.ipynb #1fc50b6e
+def players_from(bases: Sequence[ModelSpec], # base members (the embedded pool's specs, or hosted models)
+                 styles: Sequence[str] = ("working", "direct"), # prompt styles, each a player per base member
+                 direct_max_tokens: int = 24, # completion cap of the "direct" players
+                ) -> list[ModelSpec]: # one player per (base, style), bases in order, styles within
+    "Players over base members: each base member once per prompt style (`working` keeps the member's name)."
+    bad = [s for s in styles if s not in PROMPT_STYLES]
+    if bad or not styles: raise ValueError(f"styles must be a non-empty list of {PROMPT_STYLES}, not {list(styles)}")
+    if len(set(styles)) != len(styles): raise ValueError(f"duplicate styles {list(styles)}")
+    out = []
+    for b in bases:
+        for st in styles:
+            if st == "working": out.append(dataclasses.replace(b, style="working"))
+            else: out.append(dataclasses.replace(b, name=f"{b.name}-{st}", style=st,
+                                                 max_tokens=min(b.max_tokens or direct_max_tokens, direct_max_tokens)))
+    names = [p.name for p in out]
+    if len(set(names)) != len(names): raise ValueError(f"duplicate player names {names}")
+    return out
+
 # %% ../nbs/08_experiment.ipynb #3aff55de
 class PoolConfig(BaseModel):
-    "`[pool]`: embedded members by name, and hosted models as `ModelSpec` fields."
+    "`[pool]`: embedded members by name (on a server program, in prompt styles), and hosted models as `ModelSpec` fields."
     model_config = ConfigDict(extra="forbid")
     embedded: list[str] = [] # embedded members (`local.MEMBERS`)
+    server: str = SERVERS[0] # the embedded members' server program: "llama-cpp-python" or "llama-server"
+    slots: int = Field(1, ge=1) # requests each embedded member's server generates at once (llama-server only)
+    styles: list[str] = ["working"] # prompt styles: each embedded member is a player per style (`players_from`)
+    direct_max_tokens: int = Field(24, ge=1) # completion cap of the "direct" players
     models: list[dict] = [] # `[[pool.models]]` tables: `ModelSpec` fields
 
     @field_validator("embedded")
@@ -45,6 +69,18 @@ class PoolConfig(BaseModel):
     def _known(cls, v):
         unknown = [m for m in v if m not in MEMBERS]
         if unknown: raise ValueError(f"unknown embedded member(s) {unknown}; members: {list(MEMBERS)}")
+        return v
+
+    @field_validator("server")
+    @classmethod
+    def _server(cls, v):
+        if v not in SERVERS: raise ValueError(f"server must be one of {list(SERVERS)}, not {v!r}")
+        return v
+
+    @field_validator("styles")
+    @classmethod
+    def _styles(cls, v):
+        players_from([ModelSpec("x", "openai/x")], v)  # a clear error for an unknown, repeated or empty list
         return v
 
     @field_validator("models")
@@ -55,9 +91,20 @@ class PoolConfig(BaseModel):
             except (TypeError, ValueError) as e: raise ValueError(f"bad [[pool.models]] entry {m}: {e}") from None
         return v
 
-    def specs(self) -> list[ModelSpec]:
-        "The pool's members, embedded first, in the order written."
-        return (pool_specs(self.embedded) if self.embedded else []) + [ModelSpec(**m) for m in self.models]
+    @model_validator(mode="after")
+    def _slots(self):
+        if self.slots > 1 and self.server != "llama-server":
+            raise ValueError(f"slots = {self.slots} needs server = \"llama-server\" ({self.server} answers one request at a time)")
+        return self
+
+    def specs(self,
+              bases: Sequence[ModelSpec]|None = None, # the embedded members' specs, e.g. of servers just started (default: `local.pool_specs` on `server`)
+             ) -> list[ModelSpec]:
+        "The pool's players: each embedded member once per style, then the hosted models, in the order written."
+        if bases is None: bases = pool_specs(self.embedded, server=self.server, slots=self.slots) if self.embedded else []
+        if [b.name for b in bases] != self.embedded:
+            raise ValueError(f"bases {[b.name for b in bases]} are not the embedded members {self.embedded}, in order")
+        return players_from(bases, self.styles, self.direct_max_tokens) + [ModelSpec(**m) for m in self.models]
 
 # %% ../nbs/08_experiment.ipynb #3d611efe
 class TaskConfig(BaseModel):
@@ -84,19 +131,20 @@ class ProtocolConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     items: int|None = None # run only the first `items` items of each task
     tasks: list[str]|None = None # run only on these of the config's tasks
+    shapley_budget: int|None = None # this protocol's budget of coalitions for the Shapley estimate (default: `[run]`'s)
     params: dict = {} # the protocol's parameters (every other key of the table)
 
     @model_validator(mode="before")
     @classmethod
     def _split(cls, d):
         if not isinstance(d, dict): raise ValueError("must be a table")
-        own = {k: d[k] for k in ("items", "tasks") if k in d}
+        own = {k: d[k] for k in ("items", "tasks", "shapley_budget") if k in d}
         return {**own, "params": {k: v for k, v in d.items() if k not in own}}
 
-    @field_validator("items")
+    @field_validator("items", "shapley_budget")
     @classmethod
-    def _positive(cls, v):
-        if v is not None and (isinstance(v, bool) or v < 1): raise ValueError("items must be a positive integer")
+    def _positive(cls, v, info):
+        if v is not None and (isinstance(v, bool) or v < 1): raise ValueError(f"{info.field_name} must be a positive integer")
         return v
 
 # %% ../nbs/08_experiment.ipynb #c6feede3
@@ -112,6 +160,7 @@ class RunConfig(BaseModel):
     recording: str|None = None # the JSONL recording a replay reads (relative to the project root)
     name: str|None = None # the pool's name in the correlations table (default: the config file's stem)
     n_dev: int|None = Field(None, ge=1) # dev items of the protocols that calibrate on the dev split
+    shapley_budget: int|None = Field(None, ge=1) # coalitions per item for a Shapley estimate (∅ and N included); None: every coalition, exact values
 
     @field_validator("protocols")
     @classmethod
@@ -120,6 +169,25 @@ class RunConfig(BaseModel):
         unknown = [p for p in v if p not in PROTOCOLS]
         if unknown: raise ValueError(f"unknown protocol(s) {unknown}; available: {available_protocols()}")
         return v
+
+# %% ../nbs/08_experiment.ipynb #fcfd904f
+def budgeted_evaluate(game: CoalitionGame, # one protocol × task game
+                      budget: int, # coalitions the Shapley estimator may read per item, ∅ and N included
+                      seed: int = 0, # the estimator's seed (the run's)
+                     ) -> pd.DataFrame: # outcomes of the coalitions evaluated, as `CoalitionGame.evaluate`'s
+    "Outcomes of N, each N∖{i}, the singletons, and the coalitions the Shapley estimator reads, evaluated as it asks for them."
+    players = game.players
+    N = frozenset(players)
+    first = [N, *(N - {p} for p in players), *(frozenset([p]) for p in players)]
+    outs = [game.evaluate([c for c in dict.fromkeys(first) if c])]
+    known = game.item_values(outs[0])  # frozenset → per-item scores, ∅ included
+    def v(c: frozenset):
+        if c not in known:
+            outs.append(game.evaluate([c])); known.update(game.item_values(outs[-1]))
+        return float(np.mean(known[c]))  # the game the estimator reads: v(S), the mean over items
+    attribute(v, players, method=ESTIMATOR, budget=budget, seed=seed)
+    out = pd.concat(outs, ignore_index=True)
+    return out.sort_values("size", kind="stable").reset_index(drop=True)
 
 # %% ../nbs/08_experiment.ipynb #b1730ad5
 class ExperimentConfig(BaseModel):
@@ -151,8 +219,20 @@ class ExperimentConfig(BaseModel):
             if self.run.n_dev is not None and PROTOCOLS[name].uses_dev: kw["n_dev"] = self.run.n_dev
             try: self._protocols[name] = get_protocol(name, **{**kw, **params})
             except ProtocolError as e: raise ValueError(f"[protocols.{name}]: {e}") from None
+        for name in self.run.protocols:  # a budget the estimator cannot use fails here, not after hours of calls
+            b = self.budget_of(name)
+            if b is None: continue
+            where = f"[protocols.{name}] shapley_budget" if self.protocols.get(name, ProtocolConfig()).shapley_budget else "run.shapley_budget"
+            try: attribute(lambda c: 0.0, names, method=ESTIMATOR, budget=b, seed=self.run.seed)
+            except ValueError as e: raise ValueError(f"{where}: {e}") from None
         self._specs = specs
         return self
+
+    def budget_of(self, protocol: str # a protocol of the run
+                 ) -> int|None: # None: every coalition, exact values
+        "The protocol's Shapley budget: its `[protocols.NAME]` one, else `[run]`'s."
+        pc = self.protocols.get(protocol)
+        return pc.shapley_budget if pc is not None and pc.shapley_budget is not None else self.run.shapley_budget
 
     @property
     def specs(self) -> list[ModelSpec]:
@@ -210,18 +290,20 @@ def experiment_games(cfg: ExperimentConfig, # from `load_config`
                      cache_dir: str|Path|None = None, # call and coalition caches (default: under `home_dir()`)
                      progress: bool = True, # progress bars
                      specs: list[ModelSpec]|None = None, # the pool's specs (default: the config's), e.g. of servers just started
+                     client: ModelClient|None = None, # answers the calls instead (a stand-in pool, to count calls or test); `specs` and the recording are then unused
                     ) -> tuple: # (client, [CoalitionGame per protocol × task])
     "The client and the coalition games of a config, validated, before any model call."
     r = cfg.run
     rec = r.recording and (_root()/r.recording)
     if mode not in ("replay", "live", "record"): raise ConfigError(f"mode must be replay, live or record, not {mode!r}")
-    if mode == "replay" and not (rec and rec.exists()):
+    if client is None and mode == "replay" and not (rec and rec.exists()):
         raise ConfigError(f"replay needs a recording; {rec} does not exist (run with --live or --record)")
     tasks = [t.load() for t in cfg.tasks]
     base = Path(cache_dir) if cache_dir else home_dir()
     if mode == "replay": base = base/"replay"  # replayed results never stand in for a live run's
-    client = ModelClient(specs or cfg.specs, cache_dir=base/"calls", recording=rec, mode=mode)
-    client.check()
+    if client is None:
+        client = ModelClient(specs or cfg.specs, cache_dir=base/"calls", recording=rec, mode=mode)
+        client.check()
     games = []
     for proto in cfg.protocol_objects:
         pc = cfg.protocols.get(proto.name, ProtocolConfig())
@@ -283,28 +365,49 @@ def protocol_table(outcomes: pd.DataFrame, # the outcomes record (no error rows)
         rows.append(row)
     return pd.DataFrame(rows)
 
+# %% ../nbs/08_experiment.ipynb #c0c3dfd2
+def budgeted_values_table(item_values: dict, # frozenset → per-item scores, ∅ included: at least those `budgeted_evaluate` evaluated
+                          players: list, # the pool, in order
+                          budget: int, # the estimator's coalitions per item (∅ and N included)
+                          n_boot: int = 2000, # bootstrap resamples over items
+                          level: float = 0.95, # confidence level
+                          seed: int = 0, # bootstrap and estimator seed (the run's)
+                          individual: pd.DataFrame|None = None, # items × models: each member alone under the task's standard prompt
+                         ) -> pd.DataFrame: # one row per model, as `values_table`'s; `method` is the estimator
+    "Individual strength, LOO and a budgeted Shapley estimate (column `shapley`) per model, with bootstrap CIs over items."
+    t = values_table(item_values, players, n_boot=n_boot, level=level, seed=seed, methods=("individual", ESTIMATOR, "loo"),
+                     budget=budget, individual=individual)
+    ren = {ESTIMATOR: "shapley", f"{ESTIMATOR}_ci_low": "shapley_ci_low", f"{ESTIMATOR}_ci_high": "shapley_ci_high"}
+    attrs = t.attrs
+    t = t.rename(columns=ren)
+    t.attrs = {**attrs, "per_item": {ren.get(k, k): v for k, v in attrs["per_item"].items()}}
+    return t
+
 # %% ../nbs/08_experiment.ipynb #d49f4688
 def run_experiment(cfg: ExperimentConfig, # from `load_config`
                    mode: str = "replay", # "replay", "live" or "record"
                    cache_dir: str|Path|None = None, # call and coalition caches (default: under `home_dir()`)
                    progress: bool = True, # progress bars
                    specs: list[ModelSpec]|None = None, # the pool's specs (default: the config's), e.g. of servers just started
-                  ) -> dict: # outcomes, individual, values, pairwise, correlations, summary, protocols (DataFrames), seconds, calls
-    "Evaluate every coalition game of the config, the members' individual strength, and attribute."
+                   client: ModelClient|None = None, # answers the calls instead (see `experiment_games`)
+                  ) -> dict: # outcomes, individual, values, pairwise, correlations, summary, protocols (DataFrames), settings, level, seconds, calls
+    "Evaluate each game of the config (every coalition, or a budgeted run's), the members' individual strength, and attribute."
     r, players = cfg.run, cfg.players
-    client, games = experiment_games(cfg, mode, cache_dir, progress, specs)
+    client, games = experiment_games(cfg, mode, cache_dir, progress, specs, client)
+    budgets = [cfg.budget_of(g.protocol.name) for g in games]
     t0 = time.perf_counter()
-    outs = [g.evaluate() for g in games]
+    outs = [budgeted_evaluate(g, b, r.seed) if b else g.evaluate() for g, b in zip(games, budgets)]
     inds = [g.individual() for g in games]  # the members' own answers: shared calls, from the call cache
     bad = pd.concat(inds)[lambda d: d.error.notna()]
     if len(bad): raise ValueError(f"{len(bad)} of the members' own answers are errors (first: {bad.error.iloc[0][:120]}); rerun to retry them")
     outcomes = pd.concat(outs, ignore_index=True)
     bounds = sorted(outcomes.loc[outcomes.upper_bound.astype(bool), "protocol"].unique())
     settings, pairs = {}, []
-    for g, out, ind in zip(games, outs, inds):
+    for g, b, out, ind in zip(games, budgets, outs, inds):
         protocol, family, _, task = out[SETTING].iloc[0]
         own = ind.pivot(index="item", columns="model", values="score").loc[[it.id for it in g.task], players]
-        t = values_table(g.item_values(out), players, n_boot=r.n_boot, level=r.level, seed=r.seed, individual=own)
+        kw = dict(n_boot=r.n_boot, level=r.level, seed=r.seed, individual=own)
+        t = budgeted_values_table(g.item_values(out), players, b, **kw) if b else values_table(g.item_values(out), players, **kw)
         settings[(cfg.pool_name, protocol, family, task)] = t
         pairs.append(pairwise_table(t, n_boot=r.n_boot, level=r.level, seed=r.seed).assign(protocol=protocol, family=family, task=task))
     def _plain(k, t):  # the per-item tables ride in .attrs; the record keeps the values only
@@ -319,6 +422,7 @@ def run_experiment(cfg: ExperimentConfig, # from `load_config`
     u = client.usage()
     return dict(outcomes=outcomes, individual=individual, values=values, pairwise=pairwise, correlations=corr,
                 summary=summarize(corr, exclude=bounds), protocols=protocol_table(outcomes, values, players),
+                settings=settings, level=r.level,
                 seconds=time.perf_counter() - t0, requests=len(u), model_calls=int((~u.cached).sum()))
 
 # %% ../nbs/08_experiment.ipynb #951cc0d9
@@ -339,9 +443,11 @@ def headline(summary: pd.DataFrame # from `summarize`
 def write_results(res: dict, # from `run_experiment`
                   out: str|Path, # the folder (created if needed)
                  ) -> Path:
-    "Write the results record (CSV files) and `report.html` (`report.build_report`: the finding first, offline) into `out`."
+    "Write the results record (CSV files; a study's also its coalitions, agreement, stopping and players) and `report.html` (`report.build_report`: the finding first, offline) into `out`."
     out = Path(out); out.mkdir(parents=True, exist_ok=True)
     for k in ("outcomes", "individual", "values", "pairwise", "correlations", "summary", "protocols"):
         res[k].to_csv(out/f"{k}.csv", index=False)
+    for k in ("coalitions", "agreement", "stopping", "players"):  # a study's record has these too
+        if isinstance(res.get(k), pd.DataFrame): res[k].to_csv(out/f"{k}.csv", index=False)
     (out/"report.html").write_text(build_report(res), encoding="utf-8")
     return out

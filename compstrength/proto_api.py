@@ -139,6 +139,14 @@ class RouterModel:
         X = self.vec.transform([text]) if self.features == "tfidf" else embed_minilm([text])
         return {m: (mod if isinstance(mod, float) else float(mod.predict_proba(X)[0, 1])) for m, mod in self.models.items()}
 
+    def predict_many(self, texts: list[str]) -> list[dict]:
+        "`predict` for many questions at once: the same numbers, bit for bit (TF-IDF rows are computed one by one), far faster."
+        texts = list(texts)
+        if self.features != "tfidf" or not texts: return [self.predict(t) for t in texts]  # MiniLM embeds one question at a time
+        X = self.vec.transform(texts)
+        cols = {m: (np.full(len(texts), mod) if isinstance(mod, float) else mod.predict_proba(X)[:, 1]) for m, mod in self.models.items()}
+        return [{m: float(c[i]) for m, c in cols.items()} for i in range(len(texts))]
+
 # %% ../nbs/04a_proto_api.ipynb #117acdad
 @register
 class TrainedRouter(Protocol):

@@ -201,7 +201,10 @@ COLUMN_NAMES = dict(
     does_not_translate="does not translate", inconclusive="inconclusive", mean_spearman="mean Spearman ρ",
     rho_ge_threshold="settings with ρ ≥ 0.5", loo_shapley_mean_rho="LOO vs Shapley: mean ρ", loo_shapley_n="LOO vs Shapley: settings",
     loo_all_zero_share="share with LOO 0 for all", model_i="member i", model_j="member j", diff="Shapley i − j",
-    p_i_above_j="share of resamples i > j", p_tie="share of resamples i = j", separated="separated") # record column → its name in the report
+    p_i_above_j="share of resamples i > j", p_tie="share of resamples i = j", separated="separated", player="player",
+    weights="weights", parameters="parameters", prompt_format="prompt format", style="prompt style", temperature="temperature",
+    token_cap="token cap", distinct_by="what sets it apart", cap="cap", state="state", why="why", widest_halfwidth="widest Shapley CI ±",
+    widest="widest at") # record column → its name in the report
 
 def readable_table(df: pd.DataFrame, # a table of the results record
                    columns: list|None = None, # the columns to keep, in order (default: all)
@@ -255,6 +258,12 @@ summary { cursor: pointer; font-weight: 600; padding: 4px 0; } details .wrap { o
 footer { margin-top: 36px; border-top: 1px solid #ddd; padding-top: 8px; }
 """ # the report's style sheet, inlined
 
+def _items_line(res: dict) -> str:
+    "A study's test items per task and its state, for the report's header ('' for an experiment)."
+    st = res.get("stopping")
+    if not isinstance(st, pd.DataFrame) or not len(st): return ""
+    return " Test items per task: " + ", ".join(f"{r.task} {r.items} ({r.state})" for r in st.itertuples()) + "."
+
 def build_report(res: dict, # from `experiment.run_experiment`: values, correlations, summary, protocols, pairwise, requests, model_calls, seconds
                  level: float|None = None, # the CI level of the run (default: `res["level"]`, else `analysis.verdict`'s)
                 ) -> str: # a self-contained HTML page
@@ -306,6 +315,22 @@ def build_report(res: dict, # from `experiment.run_experiment`: values, correlat
          readable_table(c, [x for x in ("protocol", "task", "x", "y", "n_models", "n_items", "spearman", "spearman_p", "spearman_p_holm",
                                          "kendall", "loo_all_zero", "verdict") if x in c])),
     ]
+    if isinstance(res.get("players"), pd.DataFrame) and len(res["players"]):  # a study: who the players are, how distinct, where it stopped
+        study = [("The players", "Who each player is: its weights, its prompt style and its decoding, and what sets it apart from a player "
+                  "on the same weights.", readable_table(res["players"]))]
+        ag = res.get("agreement")
+        if isinstance(ag, pd.DataFrame) and len(ag):
+            study.append(("How often the players agree", f"Each pair of players: the share of dev items on which both give the same answer, "
+                          f"with its {pct} Wilson CI. A pool of near-copies would show agreement near 1.",
+                          readable_table(ag.rename(columns={"a": "player a", "b": "player b", "agree": "agreement"}).assign(
+                              agreement_ci_low=ag.ci_low, agreement_ci_high=ag.ci_high).drop(columns=["ci_low", "ci_high"]),
+                              ["task", "player a", "player b", "items", "agreement"])))
+        st = res.get("stopping")
+        if isinstance(st, pd.DataFrame) and len(st):
+            study.append(("Where each task stopped, and why", "Adaptive evaluation: seeded batches of test items are added to a task until every "
+                          "player's Shapley CI half-width reaches the target in every protocol, or the cap.",
+                          readable_table(st, ["task", "items", "cap", "state", "why", "widest_halfwidth", "widest"])))
+        details = study + details
     facts = []
     if "requests" in res: facts.append(f"{res['requests']} requests")
     if "model_calls" in res: facts.append(f"{res['model_calls']} model calls (the others answered from the cache or the recording)")
@@ -314,7 +339,7 @@ def build_report(res: dict, # from `experiment.run_experiment`: values, correlat
     body = [
         f'<header><h1>Does individual strength translate into compositional strength?</h1>'
         f'<p class="sub">Pool {esc(pool)}: {len(players)} players ({esc(", ".join(map(str, players)))}); '
-        f'tasks: {esc(", ".join(map(str, tasks)))}; {len(protos)} protocols.</p></header>',
+        f'tasks: {esc(", ".join(map(str, tasks)))}; {len(protos)} protocols.{esc(_items_line(res))}</p></header>',
         f'<section id="finding"><h2>The finding</h2><p class="finding"><b>{esc(sents[0])}</b> {esc(" ".join(sents[1:]))}</p></section>',
         f'<section id="settings"><h2>Setting by setting</h2><p class="caption">Spearman ρ between individual strength and Shapley value '
         f'across the players, its {pct} paired bootstrap CI over items, the exact permutation p-value and, in brackets, its Holm adjustment '

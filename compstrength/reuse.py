@@ -166,8 +166,8 @@ def _router_predictions(protocol, dev: Task, correct: dict, texts: list) -> list
     key = (protocol.features, protocol.seed, tuple(dev_texts), tuple((m, np.asarray(y, float).tobytes()) for m, y in correct.items()))
     if key not in _ROUTERS: _ROUTERS[key] = (RouterModel(dev_texts, correct, protocol.features, protocol.seed), {})
     router, seen = _ROUTERS[key]
-    for t in texts:
-        if t not in seen: seen[t] = router.predict(t)  # one question at a time, as the protocol predicts
+    new = list(dict.fromkeys(t for t in texts if t not in seen))
+    seen.update(zip(new, router.predict_many(new)))  # the numbers the protocol's one-at-a-time `predict` gives
     return [seen[t] for t in texts]
 
 # %% ../nbs/06a_reuse.ipynb #55632502

@@ -6,7 +6,7 @@ Docs: https://compstrength.github.io/compstrength/study.html.md"""
 
 # %% ../nbs/09_study.ipynb #1a5cea6f
 from __future__ import annotations
-import asyncio, dataclasses, gzip, json, os, platform, random, time, tomllib
+import asyncio, dataclasses, gzip, hashlib, json, os, platform, random, time, tomllib
 from pathlib import Path
 from typing import Sequence
 
@@ -19,35 +19,18 @@ from .files import project_root
 from .local import MEMBERS, pool_specs
 from .models import (PROMPT_STYLES, Completion, ModelClient, ModelSpec, cache_key, load_recording,
                                  request_fields, run_sync)
-from .attribution import attribute_items, bootstrap_ci
+from .experiment import ConfigError, ExperimentConfig, load_config, players_from, run_experiment
+from .analysis import correlations_table, pairwise_table, summarize, values_table
+from .attribution import attribute_items, bootstrap_ci, coalition_label, coalition_of
 from .protocols import PROTOCOLS, Protocol, dev_task, extract_answer, get_protocol, own_request
 from . import reuse
 from .reuse import dev_answers, own_answers, reuse_values, table_item_values
 from .tasks import TASKS, Item, Task, load_task, score
 
 # %% auto #0
-__all__ = ['REUSE_PROTOCOLS', 'players_from', 'StudyError', 'StudyConfig', 'load_study', 'study_players', 'item_order',
-           'batch_requests', 'collect_batch', 'study_folder', 'collect', 'study_status', 'stopping_rule',
-           'study_progress', 'collection_cost', 'agreement_table']
-
-# %% ../nbs/09_study.ipynb #1fbed9d1
-def players_from(bases: Sequence[ModelSpec], # base members (the embedded pool's specs, or hosted models)
-                 styles: Sequence[str] = ("working", "direct"), # prompt styles, each a player per base member
-                 direct_max_tokens: int = 24, # completion cap of the "direct" players
-                ) -> list[ModelSpec]: # one player per (base, style), bases in order, styles within
-    "Players over base members: each base member once per prompt style (`working` keeps the member's name)."
-    bad = [s for s in styles if s not in PROMPT_STYLES]
-    if bad or not styles: raise ValueError(f"styles must be a non-empty list of {PROMPT_STYLES}, not {list(styles)}")
-    if len(set(styles)) != len(styles): raise ValueError(f"duplicate styles {list(styles)}")
-    out = []
-    for b in bases:
-        for st in styles:
-            if st == "working": out.append(dataclasses.replace(b, style="working"))
-            else: out.append(dataclasses.replace(b, name=f"{b.name}-{st}", style=st,
-                                                 max_tokens=min(b.max_tokens or direct_max_tokens, direct_max_tokens)))
-    names = [p.name for p in out]
-    if len(set(names)) != len(names): raise ValueError(f"duplicate player names {names}")
-    return out
+__all__ = ['REUSE_PROTOCOLS', 'StudyError', 'StudyConfig', 'load_study', 'study_players', 'item_order', 'batch_requests',
+           'collect_batch', 'study_folder', 'collect', 'study_status', 'stopping_rule', 'study_progress',
+           'collection_cost', 'agreement_table', 'player_table', 'stopping_table', 'study_results']
 
 # %% ../nbs/09_study.ipynb #4ba9285a
 REUSE_PROTOCOLS = tuple(reuse.REUSE_PROTOCOLS)  # the protocols `reuse_values` evaluates for every coalition at once
@@ -78,6 +61,7 @@ class StudyConfig(BaseModel):
     max_tokens: int = Field(320, ge=1) # completion cap of every own answer
     seed: int = 0 # item order, dev sample, protocols, bootstrap
     recording: str = "data/recordings/study" # folder of per-task batch files (relative to the project root)
+    text: str|None = None # an experiment config (TOML, relative to the project root) of the protocols whose calls grow with every coalition, analysed with the study
     path: str = "" # the file it was read from
 
     @field_validator("tasks")
@@ -109,7 +93,17 @@ class StudyConfig(BaseModel):
             try: ModelSpec(**m)
             except (TypeError, ValueError) as e: raise ValueError(f"bad [[models]] entry {m}: {e}") from None
         if not self.embedded and not self.models: raise ValueError("no players: list embedded members or [[models]]")
+        if self.text is not None:
+            both = set(self.text_config().run.protocols) & set(self.protocols)
+            if both: raise ValueError(f"text: {self.text} runs {sorted(both)} too; the study runs them at size: leave them out of one")
         return self
+
+    def text_config(self) -> ExperimentConfig|None:
+        "The experiment of the protocols whose calls grow with every coalition (`text`), loaded and validated; None without one."
+        if self.text is None: return None
+        p = Path(self.text)
+        try: return load_config(p if p.is_absolute() else (project_root() or Path.cwd())/p)
+        except ConfigError as e: raise ValueError(f"text: {e}") from None
 
     def protocol_objects(self) -> list[Protocol]:
         "The study's protocols, built with its `max_tokens`, `seed`, `n_dev` and their `params`."
@@ -121,10 +115,10 @@ class StudyConfig(BaseModel):
         return out
 
 # %% ../nbs/09_study.ipynb #1c584910
-def load_study(path: str|Path # a study TOML file
+def load_study(path: str|Path|None = None # a study TOML file (default: configs/study.toml of the project)
               ) -> StudyConfig:
     "Read and validate a study file; a `StudyError` names the file and the key that is wrong."
-    path = Path(path)
+    path = Path(path) if path else (project_root() or Path.cwd())/"configs"/"study.toml"
     try: d = tomllib.loads(path.read_text())
     except FileNotFoundError: raise StudyError(f"{path}: no such study file") from None
     except tomllib.TOMLDecodeError as e: raise StudyError(f"{path}: not valid TOML ({e})") from None
@@ -146,7 +140,6 @@ def item_order(task: Task, # the task's test split
                seed: int = 0, # the study's seed
               ) -> list[Item]: # every item, in the study's order
     "The items in the study's fixed order: sorted by sha256 of the seed and the item id."
-    import hashlib
     return sorted(task.items, key=lambda it: hashlib.sha256(f"{seed}:{it.id}".encode()).hexdigest())
 
 # %% ../nbs/09_study.ipynb #f5d08e96
@@ -345,3 +338,116 @@ def agreement_table(answers: pd.DataFrame, # own answers: columns member, item, 
             lo, hi = stats.binomtest(k, n).proportion_ci(level, method="wilson") if n else (np.nan, np.nan)
             rows.append(dict(a=a, b=b, items=n, agree=k / n if n else np.nan, ci_low=lo, ci_high=hi))
     return pd.DataFrame(rows, columns=["a", "b", "items", "agree", "ci_low", "ci_high"])
+
+# %% ../nbs/09_study.ipynb #b5ab6707
+def player_table(players: Sequence[ModelSpec], # the study's players (`study_players`)
+                ) -> pd.DataFrame: # one row per player: its weights, prompt, decoding, and what sets it apart from the others
+    "Who each player is, and what makes it a player of its own: its weights, or its prompt style and decoding when it shares them."
+    show = dict(style="prompt style", prompt_format="prompt format", temperature="temperature", max_tokens="token cap")
+    rows = []
+    for p in players:
+        weights = p.model.split("/", 1)[-1]
+        twins = [q for q in players if q is not p and q.model == p.model and q.api_base == p.api_base]
+        apart = []
+        for q in twins:
+            d = [f"{show[f]} {getattr(p, f) if getattr(p, f) is not None else 'the default'}" for f in show if getattr(p, f) != getattr(q, f)]
+            apart.append(f"same weights as {q.name}; differs by " + ", ".join(d) if d else f"identical to {q.name}")
+        rows.append(dict(player=p.name, weights=weights, parameters=p.parameters, prompt_format=p.prompt_format, style=p.style,
+                         temperature="default" if p.temperature is None else p.temperature,
+                         token_cap="the task's" if p.max_tokens is None else p.max_tokens,
+                         distinct_by="; ".join(apart) or "its own weights"))
+    return pd.DataFrame(rows)
+
+# %% ../nbs/09_study.ipynb #6d30dc55
+def stopping_table(cfg: StudyConfig, # from `load_study`
+                   status: dict, # task → `study_status` on its recorded items (tasks with none recorded are left out)
+                   progress: pd.DataFrame, # from `study_progress`
+                  ) -> pd.DataFrame: # per task: items, cap, widest half-width (player, protocol), state and why
+    "Where each task of the study stands and why: stopped by the CI target, stopped at the cap, or still collecting."
+    rows = []
+    for r in progress.itertuples():
+        row = dict(task=r.task, dev=bool(r.dev), items=int(r.items), cap=int(r.cap), widest_halfwidth=float("nan"), widest="")
+        st = status.get(r.task)
+        if st is not None and len(st):
+            w = st.loc[st.halfwidth.idxmax()]
+            row.update(widest_halfwidth=float(w.halfwidth), widest=f"{w.player} ({w.protocol})")
+        if r.items >= r.cap: row.update(state="stopped", why=f"at the cap of {r.cap} items")
+        elif r.items >= cfg.min_items and row["widest_halfwidth"] <= cfg.target_halfwidth:
+            row.update(state="stopped", why=f"every Shapley CI half-width <= {cfg.target_halfwidth} from {r.items} items")
+        elif not r.items: row.update(state="collecting", why="no test batch recorded yet" if r.dev else "no batch recorded yet")
+        elif r.items < cfg.min_items: row.update(state="collecting", why=f"fewer than the {cfg.min_items} items the rule waits for")
+        else: row.update(state="collecting", why=f"widest half-width {row['widest_halfwidth']:.3f} > {cfg.target_halfwidth}")
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+# %% ../nbs/09_study.ipynb #f4233a5b
+def study_results(cfg: StudyConfig, # from `load_study`
+                  client: ModelClient|None = None, # answers every recorded call (default: a replay of the study's recording)
+                  text_mode: str = "replay", # how the `text` experiment runs: "replay", "live" or "record" (`run_experiment`)
+                  text_specs: list[ModelSpec]|None = None, # the `text` experiment's pool (default: its config's), e.g. servers just started
+                 ) -> dict: # values, correlations, summary, protocols, pairwise, individual, coalitions, agreement, stopping, players …
+    "The study's results: every protocol's exact values over all 2^n coalitions on every task's recorded items, and the `text` experiment's."
+    t0 = time.perf_counter()
+    players = study_players(cfg)
+    if client is None:
+        folder = study_folder(cfg)
+        if not folder.exists(): raise StudyError(f"{folder}: nothing recorded yet; collect with `compstrength study collect`")
+        client = ModelClient(players, mode="replay", recording=folder)
+    names = [p.name for p in players]
+    unknown = [p for p in names if p not in client.pool]
+    if unknown: raise StudyError(f"the client has no player(s) {unknown}")
+    progress = study_progress(cfg, players)
+    protos, pool = cfg.protocol_objects(), Path(cfg.path).stem if cfg.path else "study"
+    settings, pairs, coal, inds, agree, status = {}, [], [], [], [], {}
+    for r in progress.itertuples():
+        full = load_task(r.task, split="test")
+        if r.dev:  # are the players distinct? agreement on the dev answers
+            dv = own_answers(client, dev_task(full, cfg.n_dev, cfg.seed), names, max_tokens=cfg.max_tokens)
+            agree.append(agreement_table(dv, level=cfg.level).assign(task=r.task))
+        if not r.items or not r.dev: continue
+        t = Task(full.name, full.kind, item_order(full, cfg.seed)[:r.items], full.source)
+        answers = own_answers(client, t, names, max_tokens=cfg.max_tokens)
+        if answers.error.notna().any(): raise StudyError(f"{r.task}: {int(answers.error.notna().sum())} recorded answers are errors: {answers.error.dropna().iloc[0]}")
+        inds.append(answers.rename(columns={"member": "model"}))  # the layout of `CoalitionGame.individual`, and more
+        own = answers.pivot(index="item", columns="member", values="score").loc[[it.id for it in t], names]
+        dev, rows = None, []
+        for proto in protos:
+            if proto.uses_dev and dev is None: dev = dev_answers(client, proto, full, names)
+            table = reuse_values(proto, client, t, answers, dev if proto.uses_dev else None, names)
+            vt = values_table(table_item_values(table, names), names, n_boot=cfg.n_boot, level=cfg.level, seed=cfg.seed, individual=own)
+            key = (pool, proto.name, proto.family, r.task)
+            settings[key] = vt
+            pairs.append(pairwise_table(vt, n_boot=cfg.n_boot, level=cfg.level, seed=cfg.seed).assign(protocol=proto.name, family=proto.family, task=r.task))
+            cs = [coalition_of(m, names) for m in range(len(table))]  # the layout of `analysis.coalition_table`, by bitmask
+            coal.append(pd.DataFrame(dict(protocol=proto.name, task=r.task, coalition=[coalition_label(c, names) for c in cs], size=[len(c) for c in cs],
+                                          members=[", ".join(p for p in names if p in c) or "(none)" for c in cs], value=table.mean(axis=1), n_items=r.items)))
+            half = (vt.shapley_ci_high - vt.shapley_ci_low) / 2
+            rows += [dict(task=r.task, protocol=proto.name, player=p, halfwidth=float(h)) for p, h in half.items()]
+        status[r.task] = pd.DataFrame(rows)
+    if not settings: raise StudyError(f"{study_folder(cfg)}: no task has its dev batch and a test batch recorded yet")
+    bounds = [p.name for p in protos if p.upper_bound]
+    ex = run_experiment(cfg.text_config(), mode=text_mode, progress=False, specs=text_specs) if cfg.text else None
+    def _plain(k, t):  # the per-item tables ride in .attrs; the record keeps the values only
+        t = t.assign(protocol=k[1], family=k[2], task=k[3]).reset_index(); t.attrs = {}; return t
+    values = pd.concat([_plain(k, t) for k, t in settings.items()], ignore_index=True)
+    if ex is not None: values = pd.concat([values, ex["values"]], ignore_index=True)
+    first = ["protocol", "family", "task", "model"]
+    values = values[first + [c for c in values.columns if c not in first]]
+    if ex is not None: bounds += list(ex["protocols"].loc[ex["protocols"].upper_bound.astype(bool), "protocol"])
+    corr = correlations_table({**settings, **(ex["settings"] if ex else {})}, exclude=bounds, n_boot=cfg.n_boot, level=cfg.level, seed=cfg.seed)
+    ptab = []
+    for (_, proto, family, task), vt in settings.items():
+        vN, ind = float(vt.attrs["v_N"].mean()), vt.individual
+        ptab.append(dict(protocol=proto, family=family, upper_bound=proto in bounds, task=task, items=int(vt.n_items.iloc[0]), v_N=vN,
+                         best_single=float(ind.max()), best_member=str(ind.idxmax()), gain=vN - float(ind.max()), calls_per_item=len(names)))
+    ptab = pd.DataFrame(ptab)
+    if ex is not None:
+        ptab, pairs, inds = pd.concat([ptab, ex["protocols"]], ignore_index=True), pairs + [ex["pairwise"]], inds + [ex["individual"]]
+    u = client.usage()
+    return dict(values=values, correlations=corr, summary=summarize(corr, exclude=bounds), protocols=ptab,
+                pairwise=pd.concat(pairs, ignore_index=True), individual=pd.concat(inds, ignore_index=True),
+                outcomes=ex["outcomes"] if ex else pd.DataFrame(),
+                coalitions=pd.concat(coal, ignore_index=True), agreement=pd.concat(agree, ignore_index=True) if agree else pd.DataFrame(),
+                stopping=stopping_table(cfg, status, progress), players=player_table(players), level=cfg.level,
+                seconds=time.perf_counter() - t0, requests=len(u) + (ex["requests"] if ex else 0),
+                model_calls=int((~u.cached).sum()) + (ex["model_calls"] if ex else 0))

@@ -8,28 +8,42 @@ CLI = [str(Path(sys.executable).parent/"compstrength")]
 
 
 def test_default_run_replays_without_a_model_call(default_run):
-    # how long it takes is measured by bench/ (and quoted in the README), not asserted here: a loaded machine made a 60 s bound flaky
-    r, res = default_run  # `compstrength run`, replayed once for the session (conftest)
+    # how long it takes is measured by bench/bench_replay.py (and quoted in the README), not asserted here: a loaded machine made a time bound flaky
+    from compstrength.study import load_study, study_players
+    r, res = default_run  # `compstrength run`: the study of configs/study.toml, replayed once for the session (conftest)
     assert r.returncode == 0, r.stderr[-2000:]
-    assert "0 model calls" in r.stdout
+    assert " 0 model calls" in r.stdout
     files = {p.name for p in (res).iterdir()}
     assert {"outcomes.csv", "individual.csv", "values.csv", "pairwise.csv", "correlations.csv", "summary.csv", "protocols.csv",
-            "report.html"} <= files
+            "coalitions.csv", "agreement.csv", "stopping.csv", "players.csv", "report.html"} <= files
+    cfg = load_study(Path(__file__).resolve().parents[1]/"configs"/"study.toml")
+    players = [p.name for p in study_players(cfg)]
+    assert len(players) >= 8 and pd.read_csv(res/"players.csv").player.tolist() == players
+    stopping = pd.read_csv(res/"stopping.csv")
+    assert stopping.task.tolist() == cfg.tasks and (stopping["items"] <= stopping.cap).all()
+    assert (stopping.state[stopping["items"] >= stopping.cap] == "stopped").all()
+    recorded = stopping[stopping["items"] > 0]
+    assert len(recorded), "the study's recording holds no test batch"
     values = pd.read_csv(res/"values.csv")
-    settings = 10 * 2 + 2 * 1                                                # (protocol, task) pairs: debate, refine on arithmetic only
-    assert len(values) == 4 * settings and values.shapley.notna().all()      # 4 members each
+    at_size = values[values.protocol.isin(cfg.protocols)]
+    assert len(at_size) == len(players) * len(cfg.protocols) * len(recorded)       # every player, protocol and recorded task
+    for t in recorded.itertuples():                                                 # on exactly the recorded items
+        assert set(at_size.loc[at_size.task == t.task, "n_items"]) == {t.items}
+    assert (at_size.budget == 2 ** len(players)).all() and (at_size.method == "exact").all()
+    tc = cfg.text_config()                                                          # the protocols that call per coalition
+    text = values[values.protocol.isin(tc.run.protocols)]
+    assert set(text.protocol) == set(tc.run.protocols) and set(text.model) == set(tc.players)
+    assert values.shapley.notna().all()
     assert ((values.shapley_ci_low <= values.shapley + 1e-12) & (values.shapley <= values.shapley_ci_high + 1e-12)).all()
-    outcomes = pd.read_csv(res/"outcomes.csv")
-    assert len(outcomes) == 15 * (5 * 20 + 2 * 6 + 3 * 4 + 2 * 2) and outcomes.error.isna().all()   # coalitions × items
-    protocols = pd.read_csv(res/"protocols.csv")
-    real = protocols[~protocols.upper_bound]
-    assert real.protocol.nunique() >= 8 and real.family.nunique() >= 3       # the floor: 8 protocols, 3 families
-    assert {"v_N", "best_single", "calls_per_item", "qwen2.5-coder-1.5b:shapley", "qwen2.5-coder-1.5b:loo"} <= set(protocols.columns)
+    protocols = pd.read_csv(res/"protocols.csv").set_index(["protocol", "task"])
+    for (p, t), v in values.groupby(["protocol", "task"]):                          # efficiency: Σ Shapley = v(N) − v(∅), v(∅) = 0
+        assert abs(v.shapley.sum() - protocols.loc[(p, t), "v_N"]) < (1e-9 if p in cfg.protocols else 6e-4), (p, t)  # the text experiment rounds v_N to 3 places
+    coalitions = pd.read_csv(res/"coalitions.csv")
+    assert len(coalitions) == 2 ** len(players) * len(cfg.protocols) * len(recorded)
     summary = pd.read_csv(res/"summary.csv")
-    fam = summary[summary.family != "all"]
-    assert set(fam.family) == {"api", "text", "logit"} and fam.settings.sum() == settings - 2   # oracle left out
     total = summary.set_index("family").loc["all"]
-    assert total.settings == settings - 2 and total.translates + total.does_not_translate + total.inconclusive == total.settings
+    assert total.translates + total.does_not_translate + total.inconclusive == total.settings
+    assert total.settings == values.groupby(["protocol", "task"]).ngroups - values[values.protocol == "oracle_router"].task.nunique()
     html = (res/"report.html").read_text()
     assert "vegaEmbed" in html and "cdn.jsdelivr.net" not in html
 

@@ -10,6 +10,7 @@ from compstrength.files import home_dir
 from compstrength.local import (LocalPool, _alive, llama_server_dir, local_pool, pool_specs, pool_status, read_state,
                                 stop_pid)
 from compstrength.models import ModelClient, run_sync
+from _procs import gone, servers_of
 
 pytestmark = pytest.mark.pool
 CHAT, BASE = "smollm2-135m", "gemma3-270m"  # the two smallest members: a chat model and the few-shot base model
@@ -49,20 +50,6 @@ def ls_pool(ls_home):
     "Both members on llama-server with two slots each, started once for the module."
     with LocalPool([CHAT, BASE], server="llama-server", slots=2) as pool:
         yield pool
-
-
-def _servers_of(home):
-    "llama-server pids whose model path is under this test's home."
-    out = subprocess.run(["pgrep", "-f", f"llama-server --model {home}"], capture_output=True, text=True).stdout
-    return [int(p) for p in out.split()]
-
-
-def _gone(pids, timeout=15):
-    t0 = time.time()
-    while time.time() - t0 < timeout:
-        if not any(_alive(p) for p in pids): return True
-        time.sleep(0.2)
-    return False
 
 
 def test_specs_state_and_status(ls_pool, ls_home):
@@ -126,7 +113,7 @@ def test_stop_leaves_no_process(fresh_home):
     with LocalPool([CHAT], server="llama-server") as pool:
         pid = pool.servers[CHAT].pid
         assert _alive(pid)
-    assert _gone([pid]) and CHAT not in read_state()
+    assert gone([pid]) and CHAT not in read_state()
     code = ("from compstrength.local import LocalPool; import time\n"
             f"p = LocalPool([{CHAT!r}], server='llama-server').up()\n"
             f"print(p.servers[{CHAT!r}].pid, flush=True); time.sleep(600)\n")
@@ -135,7 +122,7 @@ def test_stop_leaves_no_process(fresh_home):
         pid = int(proc.stdout.readline())
         assert _alive(pid)
         proc.send_signal(signal.SIGKILL); proc.wait()
-        assert _gone([pid]), "llama-server outlived its SIGKILLed parent"
+        assert gone([pid]), "llama-server outlived its SIGKILLed parent"
     finally:
         if proc.poll() is None: proc.kill(); proc.wait()
 
@@ -147,7 +134,7 @@ def test_a_server_is_never_reused_as_the_other_program(fresh_home):
         # llama-cpp-python is asked for: the llama-server member is neither reused nor duplicated
         with pytest.raises(RuntimeError, match="already running on another server"):
             with local_pool([CHAT]): pass
-        assert _servers_of(fresh_home) == [srv.pid] and read_state()[CHAT].server == "llama-server"
+        assert servers_of(fresh_home, "llama-server") == [srv.pid] and read_state()[CHAT].server == "llama-server"
         (plain,) = pool_specs([CHAT])
         assert plain.api_base is None and not plain.cache_identity.endswith("+llama-server")  # not pointed at the other program
         # the same program is reused
@@ -158,4 +145,4 @@ def test_a_server_is_never_reused_as_the_other_program(fresh_home):
         assert ls.api_base == srv.api_base and ls.cache_identity.endswith("+llama-server")
     finally:
         stop_pid(srv.pid)
-    assert _gone([srv.pid])
+    assert gone([srv.pid])

@@ -6,24 +6,11 @@ from pathlib import Path
 import pytest
 
 from compstrength.local import LocalPool, healthy, _alive, read_state
+from _procs import gone, servers_of
 
 pytestmark = pytest.mark.pool
 PY = sys.executable
 CLI = [str(Path(sys.executable).parent/"compstrength")]  # the installed console script
-
-
-def _servers_of(home):
-    "llama.cpp server pids whose model path is under this test's home (isolated from any user pool)."
-    out = subprocess.run(["pgrep", "-f", f"llama_cpp.server --model {home}"], capture_output=True, text=True).stdout
-    return [int(p) for p in out.split()]
-
-
-def _gone(pids, timeout=15):
-    t0 = time.time()
-    while time.time() - t0 < timeout:
-        if not any(_alive(p) for p in pids): return True
-        time.sleep(0.2)
-    return False
 
 
 def test_context_manager_starts_and_stops(isolated_home):
@@ -31,7 +18,7 @@ def test_context_manager_starts_and_stops(isolated_home):
         s = pool.servers["smollm2-135m"]
         assert healthy(s.api_base) and s.api_base.startswith("http://127.0.0.1:")
         pid = s.pid
-    assert _gone([pid])
+    assert gone([pid])
 
 
 def test_sigkill_of_parent_leaves_no_orphan(isolated_home):
@@ -42,7 +29,7 @@ def test_sigkill_of_parent_leaves_no_orphan(isolated_home):
     pid = int(proc.stdout.readline())
     assert _alive(pid)
     proc.kill(); proc.wait()
-    assert _gone([pid]), "server outlived its SIGKILLed parent"
+    assert gone([pid]), "server outlived its SIGKILLed parent"
 
 
 def test_ctrl_c_on_pool_up_wait(isolated_home):
@@ -56,14 +43,14 @@ def test_ctrl_c_on_pool_up_wait(isolated_home):
         for line in proc.stdout:
             lines.append(line)
             if "Ctrl-C" in line: break
-        pids = _servers_of(isolated_home)
+        pids = servers_of(isolated_home)
         assert pids, "".join(lines)
         # a foreground pool is visible to other processes (`run --live` in a second terminal)
         st = json.loads(subprocess.run(CLI + ["pool", "status", "--json"], capture_output=True, text=True).stdout)
         assert {s["name"]: s["up"] for s in st}["smollm2-135m"]
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=30)
-        assert _gone(pids)
+        assert gone(pids)
         assert "smollm2-135m" not in read_state()
     finally:
         if proc.poll() is None: proc.terminate(); proc.wait(timeout=30)  # never leave it behind
@@ -84,7 +71,7 @@ def test_cli_up_status_down(isolated_home):
     pids = [s.pid for s in read_state().values()]
     assert len(pids) == 2 and all(_alive(p) for p in pids)
     down = subprocess.run(CLI + ["pool", "down"], capture_output=True, text=True, timeout=60)
-    assert down.returncode == 0 and _gone(pids) and not _servers_of(isolated_home)
+    assert down.returncode == 0 and gone(pids) and not servers_of(isolated_home)
     assert read_state() == {}
 
 
@@ -102,9 +89,9 @@ def test_busy_server_is_reused_not_duplicated(isolated_home):
         assert not healthy(srv.api_base, timeout=2.0)                        # it looks dead over HTTP…
         with local_pool(["smollm2-135m"]) as pool:
             assert pool.servers["smollm2-135m"].pid == srv.pid             # …and is reused,
-            assert _servers_of(isolated_home) == [srv.pid]                 # not duplicated,
+            assert servers_of(isolated_home) == [srv.pid]                 # not duplicated,
             assert _alive(srv.pid)                                         # nor stopped
     finally:
         os.kill(srv.pid, signal.SIGCONT)
         subprocess.run(CLI + ["pool", "down"], capture_output=True, text=True, timeout=60)
-    assert _gone([srv.pid])
+    assert gone([srv.pid])
