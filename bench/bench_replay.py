@@ -7,8 +7,10 @@ Two measurements, side by side in one run:
      up to the cap (`max_items`) of every task, written as `collect` writes batches, with seeded stand-in replies
      (right at a per-player rate, else one of a few shared wrong answers; token logprobs higher when right). The time of
      the analysis does not depend on where the answers came from, so this is the replay time the full study will have.
+     Its `text` experiment is the one at size (--text, default configs/study_text_mmlu.toml), recorded the same way by
+     bench_text_budget's stand-in client (every call its live run would make, answered synthetically).
 
-    .venv/bin/python bench/bench_replay.py [--repeats 2] [--skip-synthetic] [--skip-committed]
+    .venv/bin/python bench/bench_replay.py [--repeats 2] [--skip-synthetic] [--skip-committed] [--text CONFIG]
 """
 import argparse, os, platform, random, re, subprocess, sys, tempfile, time
 from pathlib import Path
@@ -41,16 +43,31 @@ def timed_run(args: list, root: Path) -> dict:
                 items=", ".join(f"{t} {n}" for t, _, n, _ in items))
 
 
-def synthetic_study(root: Path) -> Path:
-    "A copy of configs/study.toml whose recording holds synthetic answers for every request up to the cap."
+def synthetic_text(root: Path, text: Path) -> Path:
+    "A copy of the experiment config `text` whose recording holds a synthetic answer to every call of its live run."
+    from bench_text_budget import StandInClient, token_table
+    from compstrength.experiment import load_config, run_experiment
+    rec = root/"text.jsonl"
+    path = root/"text.toml"
+    path.write_text(re.sub(r"(?m)^recording\s*=.*$", f'recording = "{rec}"', text.read_text()))
+    cfg = load_config(path)
+    client = StandInClient(cfg.specs, root/"text-calls", token_table(REPO/"data"/"recordings"/"main.jsonl"), mode="record", recording=rec)
+    res = run_experiment(cfg, mode="record", progress=False, client=client)
+    print(f"# synthetic text experiment {text.relative_to(REPO) if text.is_relative_to(REPO) else text}: {res['model_calls']} calls recorded, "
+          f"{', '.join(cfg.run.protocols)} on {len(cfg.players)} players")
+    return path
+
+
+def synthetic_study(root: Path, text: Path|None = None) -> Path:
+    "A copy of configs/study.toml whose recording holds synthetic answers for every request up to the cap (and its `text` experiment's, at `text`'s size)."
     from compstrength.models import Completion, ModelClient
     from compstrength.protocols import dev_task
     from compstrength.study import batch_requests, collect, item_order, load_study, study_players
     from compstrength.tasks import load_task
     cfg = load_study(REPO/"configs"/"study.toml")
-    text = f'text = "{cfg.text}"\n' if cfg.text else ""
-    body = [l for l in (REPO/"configs"/"study.toml").read_text().splitlines() if not l.startswith(("recording", "text"))]
     root.mkdir(parents=True, exist_ok=True); path = root/"study.toml"
+    text = f'text = "{synthetic_text(root, text)}"\n' if text else f'text = "{cfg.text}"\n' if cfg.text else ""
+    body = [l for l in (REPO/"configs"/"study.toml").read_text().splitlines() if not l.startswith(("recording", "text"))]
     path.write_text("\n".join(body) + f'\nrecording = "{root/"recording"}"\n' + text)
     cfg = load_study(path)
     players = study_players(cfg)
@@ -77,6 +94,8 @@ def main():
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--skip-synthetic", action="store_true")
     ap.add_argument("--skip-committed", action="store_true")
+    ap.add_argument("--text", default=str(REPO/"configs"/"study_text_mmlu.toml"),
+                    help="the synthetic study's text experiment, recorded at its size (default: configs/study_text_mmlu.toml; '' for the study's own)")
     a = ap.parse_args()
     print(f"# .venv/bin/python bench/bench_replay.py {' '.join(sys.argv[1:])}".rstrip())
     print(f"# {platform.platform()}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at start")
@@ -86,7 +105,7 @@ def main():
         for k in range(0 if a.skip_committed else a.repeats):
             rows.append(dict(recording="committed", run=k + 1, **timed_run([], tmp/f"real{k}")))
         if not a.skip_synthetic:
-            study = synthetic_study(tmp/"synthetic")
+            study = synthetic_study(tmp/"synthetic", Path(a.text).resolve() if a.text else None)
             for k in range(a.repeats):
                 rows.append(dict(recording="synthetic, full size", run=k + 1, **timed_run([str(study)], tmp/f"syn{k}")))
     print("\n# wall: the whole command (Python start, imports, analysis, writing the CSVs and report.html); evaluation: the run's "

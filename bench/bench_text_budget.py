@@ -6,7 +6,8 @@ keys) whose model is replaced by a synthetic reply, so nothing is called and not
 counts is what the live run would send: the coalitions the game evaluates (every coalition, or a budgeted
 run's `budgeted_evaluate`, as the estimator asks), the protocol-level requests (cached or not), and the DISTINCT model calls.
 
-Synthetic replies ("The answer is k", k in {0, 1, 2} from a hash of the request) make members disagree
+Synthetic replies ("The answer is k", k in {0, 1, 2} from a hash of the request, or a letter A-D when the request
+holds a multiple-choice question; token logprobs when asked) make members disagree
 often, so protocols whose later calls depend on disagreement (logit fusion's scoring of candidates) are
 counted near their upper bound; debate, refine, mixture-of-agents, rank & fuse and self-consistency make a
 fixed number of calls whatever the answers. Generated tokens per call are the mean the same member generated
@@ -19,7 +20,8 @@ which over-states the time of the two smaller models), members one after another
 at once share them). Prompt processing is not measured there: it is added only with --prompt-tok-per-s.
 --calls-per-min replaces all of this by a flat rate of distinct calls.
 
-Usage: .venv/bin/python bench/bench_text_budget.py [--config PATH ...] [--calls-per-min X] [--prompt-tok-per-s Y]
+Usage: .venv/bin/python bench/bench_text_budget.py [--config PATH ...] (default: the study's two text configs)
+       [--calls-per-min X] [--prompt-tok-per-s Y]
 """
 import argparse, ast, hashlib, json, re, sys, tempfile, time
 from collections import defaultdict
@@ -34,54 +36,8 @@ from compstrength.models import FEWSHOT_PREFIX, Completion, ModelClient
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# The two setups the live runs need (written to temp files unless --config is given).
-EXACT4 = """# 4 base models on llama-server, exact Shapley (all 15 coalitions): 60 GSM8K items for three protocols, 30 for the others
-[pool]
-embedded = ["smollm2-135m", "gemma3-270m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"]
-server = "llama-server"
-slots = 2
-[[tasks]]
-name = "gsm8k"
-split = "test"
-limit = 60
-seed = 0
-[run]
-protocols = ["prompt_router", "logit_fusion", "moa", "rank_fusion", "self_consistency", "debate", "refine"]
-max_tokens = 320
-n_dev = 20
-seed = 0
-[protocols.rank_fusion]
-items = 30
-[protocols.self_consistency]
-samples = 3
-items = 30
-[protocols.debate]
-rounds = 2
-items = 30
-[protocols.refine]
-items = 30
-"""
-LOO8 = """# 8 players (4 models x working/direct) on llama-server: LOO + a budgeted Shapley estimate (40 coalitions per item)
-[pool]
-embedded = ["smollm2-135m", "gemma3-270m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"]
-server = "llama-server"
-slots = 2
-styles = ["working", "direct"]
-direct_max_tokens = 24
-[[tasks]]
-name = "gsm8k"
-split = "test"
-limit = 30
-seed = 0
-[run]
-protocols = ["prompt_router", "logit_fusion", "debate"]
-max_tokens = 320
-n_dev = 20
-seed = 0
-shapley_budget = 40
-[protocols.debate]
-rounds = 2
-"""
+# The setups the live runs need: the text protocols at size on the four base models, and LOO + a budgeted estimate on the 8 players.
+CONFIGS = [ROOT/"configs"/"study_text_mmlu.toml", ROOT/"configs"/"study_loo_mmlu.toml"]
 
 
 def token_table(recording: Path) -> dict:
@@ -112,10 +68,12 @@ def gen_rates(path: Path) -> dict:
     return {m: r for m, (_, r) in best.items()}
 
 
+CHOICES = re.compile(r"^A\. .*\nB\. ", re.M)  # a multiple-choice question's options, as `item_text` writes them
+
 class StandInClient(ModelClient):
     "The real client (cache, de-duplication, request keys) with a synthetic model: nothing is called."
-    def __init__(self, specs, cache_dir, tokens: dict):
-        super().__init__(specs, cache_dir=cache_dir, mode="live")
+    def __init__(self, specs, cache_dir, tokens: dict, mode: str = "live", recording=None):
+        super().__init__(specs, cache_dir=cache_dir, mode=mode, recording=recording)
         self.tokens = tokens
         self.base = {s.name: s.cache_identity.split("/")[-1].split("@")[0] for s in specs}
 
@@ -127,7 +85,11 @@ class StandInClient(ModelClient):
         caps = sorted(c for (m, c) in self.tokens if m == base)
         gen = self.tokens.get((base, cap), min(cap, self.tokens[(base, caps[-1])]) if caps else cap)
         chars = sum(len(m["content"]) for m in f["messages"]) + (len(FEWSHOT_PREFIX) if spec.prompt_format == "fewshot" else 0)
-        return Completion(f"The answer is {h % 3}.", spec.name, prompt_tokens=chars // 4, completion_tokens=int(round(gen)))
+        choice = any(CHOICES.search(m["content"]) for m in f["messages"])  # answer in the question's own format
+        ans = "ABCD"[h % 4] if choice else str(h % 3)
+        lp = None if f["logprobs"] is None else [dict(token=ans, logprob=-0.1 - (h >> 4) % 7 / 5,  # a few alternatives: a distribution to fuse
+                                                      top=[dict(token=t, logprob=-0.1 - (h + k) % 4) for k, t in enumerate("ABCD")])]
+        return Completion(f"The answer is {ans}.", spec.name, prompt_tokens=chars // 4, completion_tokens=int(round(gen)), logprobs=lp)
 
 
 def count(cfg, tokens: dict) -> pd.DataFrame:
@@ -170,7 +132,7 @@ def hours(df: pd.DataFrame, cfg, rates: dict, calls_per_min: float|None, prompt_
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--config", nargs="*", help="experiment configs (default: the two built-in setups)")
+    ap.add_argument("--config", nargs="*", help="experiment configs (default: configs/study_text_mmlu.toml and configs/study_loo_mmlu.toml)")
     ap.add_argument("--calls-per-min", type=float, default=None, help="a flat rate of distinct calls instead of the measured token rates")
     ap.add_argument("--prompt-tok-per-s", type=float, default=None, help="add prompt processing at this rate (not measured by bench_throughput)")
     ap.add_argument("--throughput", default=str(ROOT/"bench/results/bench_throughput.txt"))
@@ -178,12 +140,7 @@ def main():
     a = ap.parse_args()
     tokens, rates = token_table(Path(a.recording)), gen_rates(Path(a.throughput))
     if not a.calls_per_min and not rates: sys.exit(f"no llama-server rates in {a.throughput}: pass --calls-per-min")
-    paths = a.config
-    if not paths:
-        tmp = Path(tempfile.mkdtemp(prefix="bench-text-budget-cfg-"))
-        paths = []
-        for name, text in (("exact4", EXACT4), ("loo8", LOO8)):
-            (tmp/f"{name}.toml").write_text(text); paths.append(str(tmp/f"{name}.toml"))
+    paths = a.config or [str(p) for p in CONFIGS]
     print(f"# bench_text_budget.py {' '.join(sys.argv[1:])}".rstrip())
     print(f"# no model is called: a stand-in client counts the distinct requests (see the docstring)")
     if a.calls_per_min: print(f"# hours = distinct model calls / {a.calls_per_min} calls per minute (given)")

@@ -125,6 +125,10 @@ def _experiment_pool(cfg, mode: str):
         up = {s.name: s for s in pool.specs()}  # the servers just started (or reused): their addresses
         yield cfg.pool.specs([up[m] for m in cfg.pool.embedded])
 
+def _mode(a: argparse.Namespace) -> str:
+    "How `compstrength run` answers: replay (default), or through the models with --live, --record or --extend."
+    return next((m for m in ("live", "record", "extend") if getattr(a, m, False)), "replay")  # the parser allows one at most
+
 def _is_study(path) -> bool:
     "A study file (tasks named at the top level) rather than an experiment config (a `[pool]` table)."
     try: raw = tomllib.loads(Path(path).read_text())
@@ -135,7 +139,7 @@ def _run_study(a: argparse.Namespace, path: Path) -> int:
     "`compstrength run` on a study file: replay (or collect, then analyse) the study, write the results and the report."
     cfg = load_study(path)
     if a.limit: cfg = cfg.model_copy(update=dict(max_items=min(a.limit, cfg.max_items), min_items=min(a.limit, cfg.min_items)))
-    mode = "record" if a.record else "live" if a.live else "replay"
+    mode = _mode(a)
     tc = cfg.text_config()  # validated before any model call
     if mode != "replay":  # the study's batches: collected, resumably, until the stopping rule or the cap
         with local_pool(cfg.embedded, server=cfg.server, slots=cfg.slots) if cfg.embedded else contextlib.nullcontext():
@@ -174,7 +178,7 @@ def cmd_run(a: argparse.Namespace, # `config`, `live`, `record`, `limit` and `ou
     cfg = load_config(path)
     if a.limit:
         for t in cfg.tasks: t.limit = min(a.limit, t.limit or a.limit)
-    mode = "record" if a.record else "live" if a.live else "replay"
+    mode = _mode(a)
     with _experiment_pool(cfg, mode) as specs:
         res = run_experiment(cfg, mode=mode, specs=specs)
     out = write_results(res, a.out)
@@ -297,8 +301,11 @@ def cli_parser() -> argparse.ArgumentParser: # the `compstrength` command's pars
     pp.add_argument("--slots", type=int, default=1, help="up: requests each llama-server generates at once (default: 1)")
     pr = sub.add_parser("run", help="the main job: an experiment config -> results record and report")
     pr.add_argument("config", nargs="?", default=None, help="experiment TOML (default: configs/default.toml)")
-    pr.add_argument("--live", action="store_true", help="recompute through the models (cached) instead of replaying")
-    pr.add_argument("--record", action="store_true", help="recompute and rewrite the config's recording")
+    how = pr.add_mutually_exclusive_group()  # a replay unless one of these
+    how.add_argument("--live", action="store_true", help="recompute through the models (cached) instead of replaying")
+    how.add_argument("--record", action="store_true", help="recompute and rewrite the config's recording")
+    how.add_argument("--extend", action="store_true", help="grow the config's recording (a folder): answer what it holds "
+                    "from it, ask only the rest and add it as a new part (resumes a long run on any machine)")
     pr.add_argument("--limit", type=int, default=None, help="at most N items per task")
     pr.add_argument("--out", default="results", help="output folder (default: results/)")
     pst = sub.add_parser("study", help="a study at size: collect its batches live (resumable), or report where it stands")

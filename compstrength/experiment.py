@@ -286,7 +286,7 @@ def load_config(path: str|Path|None = None # a TOML file (default: configs/defau
 
 # %% ../nbs/08_experiment.ipynb #e22780b4
 def experiment_games(cfg: ExperimentConfig, # from `load_config`
-                     mode: str = "replay", # "replay", "live" or "record"
+                     mode: str = "replay", # "replay", "live", "record" or "extend" (grow a folder recording)
                      cache_dir: str|Path|None = None, # call and coalition caches (default: under `home_dir()`)
                      progress: bool = True, # progress bars
                      specs: list[ModelSpec]|None = None, # the pool's specs (default: the config's), e.g. of servers just started
@@ -295,7 +295,9 @@ def experiment_games(cfg: ExperimentConfig, # from `load_config`
     "The client and the coalition games of a config, validated, before any model call."
     r = cfg.run
     rec = r.recording and (_root()/r.recording)
-    if mode not in ("replay", "live", "record"): raise ConfigError(f"mode must be replay, live or record, not {mode!r}")
+    if mode not in ("replay", "live", "record", "extend"): raise ConfigError(f"mode must be replay, live, record or extend, not {mode!r}")
+    if client is None and mode == "extend" and not rec:
+        raise ConfigError("--extend grows the config's recording: set `recording` (a folder) in its [run] table")
     if client is None and mode == "replay" and not (rec and rec.exists()):
         raise ConfigError(f"replay needs a recording; {rec} does not exist (run with --live or --record)")
     tasks = [t.load() for t in cfg.tasks]
@@ -385,7 +387,7 @@ def budgeted_values_table(item_values: dict, # frozenset â†’ per-item scores, âˆ
 
 # %% ../nbs/08_experiment.ipynb #d49f4688
 def run_experiment(cfg: ExperimentConfig, # from `load_config`
-                   mode: str = "replay", # "replay", "live" or "record"
+                   mode: str = "replay", # "replay", "live", "record" or "extend" (grow a folder recording)
                    cache_dir: str|Path|None = None, # call and coalition caches (default: under `home_dir()`)
                    progress: bool = True, # progress bars
                    specs: list[ModelSpec]|None = None, # the pool's specs (default: the config's), e.g. of servers just started
@@ -396,8 +398,10 @@ def run_experiment(cfg: ExperimentConfig, # from `load_config`
     client, games = experiment_games(cfg, mode, cache_dir, progress, specs, client)
     budgets = [cfg.budget_of(g.protocol.name) for g in games]
     t0 = time.perf_counter()
-    outs = [budgeted_evaluate(g, b, r.seed) if b else g.evaluate() for g, b in zip(games, budgets)]
-    inds = [g.individual() for g in games]  # the members' own answers: shared calls, from the call cache
+    try:
+        outs = [budgeted_evaluate(g, b, r.seed) if b else g.evaluate() for g, b in zip(games, budgets)]
+        inds = [g.individual() for g in games]  # the members' own answers: shared calls, from the call cache
+    finally: client.flush()  # an extending run's last answers reach its recording, even when it stops early
     bad = pd.concat(inds)[lambda d: d.error.notna()]
     if len(bad): raise ValueError(f"{len(bad)} of the members' own answers are errors (first: {bad.error.iloc[0][:120]}); rerun to retry them")
     outcomes = pd.concat(outs, ignore_index=True)

@@ -8,7 +8,7 @@ Docs: https://compstrength.github.io/compstrength/models.html.md"""
 from __future__ import annotations
 import os
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # importing litellm must not reach the internet
-import asyncio, gzip, hashlib, json, logging, threading, time
+import asyncio, gzip, hashlib, json, logging, re, threading, time, weakref, zlib
 from dataclasses import dataclass, asdict, replace
 from pathlib import Path
 from typing import Sequence
@@ -28,7 +28,7 @@ logging.getLogger("LiteLLM").setLevel(logging.ERROR)  # its event-loop notices a
 
 # %% auto #0
 __all__ = ['PROMPT_FORMATS', 'PROMPT_STYLES', 'FEWSHOT_PREFIX', 'FEWSHOT_DIRECT_PREFIX', 'DIRECT_INSTRUCTION', 'KEY_VERSION',
-           'FEWSHOT_VERSION', 'FEWSHOT_STOP', 'RETRYABLE', 'RECORD_COMMAND', 'UnknownModelError',
+           'FEWSHOT_VERSION', 'MODES', 'FEWSHOT_STOP', 'RETRYABLE', 'RECORD_COMMAND', 'UnknownModelError',
            'validate_model_string', 'ModelSpec', 'fewshot_prompt', 'request_fields', 'cache_key', 'Completion',
            'CallRecord', 'run_sync', 'ModelDownError', 'ModelClient', 'ModelCallError', 'ReplayMissError',
            'load_recording']
@@ -270,26 +270,61 @@ def _as_pool(pool) -> dict[str, ModelSpec]:
 class ModelDownError(RuntimeError):
     "A pool member whose server is not running."
 
+# %% ../nbs/00a_models.ipynb #6f513a04
+MODES = ("live", "replay", "record", "extend")  # how a `ModelClient` answers; see above
+
+class _PartSink:
+    "An extending client's new recording lines: buffered, then appended as gzip members to one new part file of the folder."
+    def __init__(self, folder: Path, every: int = 25):
+        self.folder, self.every, self.buf, self.path, self.lock = Path(folder), every, [], None, threading.Lock()
+
+    def add(self, line: str):
+        with self.lock: self.buf.append(line); full = len(self.buf) >= self.every
+        if full: self.flush()
+
+    def _claim(self) -> Path:  # the next free part number; "x" mode, so two writers never share a file
+        self.folder.mkdir(parents=True, exist_ok=True)
+        n = max([int(m[1]) for p in self.folder.iterdir() if (m := re.fullmatch(r"part-(\d+)\.jsonl(\.gz)?", p.name))], default=0)
+        while True:
+            n += 1; p = self.folder/f"part-{n:04d}.jsonl.gz"
+            try: open(p, "xb").close(); return p
+            except FileExistsError: continue
+
+    def flush(self):
+        with self.lock:
+            if not self.buf: return
+            if self.path is None: self.path = self._claim()
+            data = gzip.compress(("\n".join(self.buf) + "\n").encode(), mtime=0)
+            with open(self.path, "ab") as fh: fh.write(data); fh.flush(); os.fsync(fh.fileno())
+            self.buf = []
+
 # %% ../nbs/00a_models.ipynb #3f139193
 class ModelClient:
     "Cached, rate-limited async calls to the members of a pool through LiteLLM."
     def __init__(self,
                  pool: Sequence[ModelSpec]|dict, # the pool's members
                  cache_dir: str|Path|None = None, # disk cache folder (default: `home_dir()/calls`)
-                 recording: str|Path|None = None, # JSONL recording to replay from / record into
-                 mode: str = "live", # "live", "replay" or "record"
+                 recording: str|Path|None = None, # JSONL recording to replay from / record into (a folder, to extend)
+                 mode: str = "live", # "live", "replay", "record" or "extend"
                  retries: int = 4, # retries after the first try, on 429/5xx/timeouts/connection errors
                  timeout: float = 180.0, # seconds per call
                  backoff: float = 1.0, # initial backoff in seconds (exponential, jittered)
                 ):
-        if mode not in ("live", "replay", "record"): raise ValueError(f"mode must be live, replay or record, not {mode!r}")
+        if mode not in MODES: raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
         self.pool, self.mode = _as_pool(pool), mode
         self.retries, self.timeout, self.backoff = retries, timeout, backoff
         self.cache = diskcache.Cache(str(cache_dir or home_dir()/"calls"))
         self.recording = Path(recording) if recording else None
         if mode == "record" and self.recording and (self.recording.is_dir() or self.recording.suffix == ".gz"):
             raise ValueError(f"record into a plain .jsonl file, not {self.recording}: a folder of gzipped batches is "
-                             f"written a whole batch at a time (see the study module)")
+                             f"written a whole batch at a time (see the study module), or extended (mode='extend')")
+        if mode == "extend" and not self.recording:
+            raise ValueError("mode='extend' grows a recording: give the folder it lives in (recording=...)")
+        if mode == "extend" and (self.recording.is_file() or self.recording.suffix):
+            raise ValueError(f"mode='extend' grows a folder of gzipped parts, not the file {self.recording}: "
+                             f"name a folder (new answers go to a new part file in it; the files already there are never rewritten)")
+        self._sink = _PartSink(self.recording) if mode == "extend" else None
+        if self._sink: weakref.finalize(self, self._sink.flush)  # what is still buffered is written when the client goes (or at exit)
         self._replay = load_recording(self.recording) if self.recording and self.recording.exists() else {}
         self.log: list[CallRecord] = []
         self._sems, self._inflight, self._lock = {}, {}, threading.Lock()
@@ -396,13 +431,13 @@ RECORD_COMMAND = "./test.sh --record"  # regenerates every recording the replays
 
 @patch
 async def _lookup_or_call(self: ModelClient, spec: ModelSpec, f: dict, key: str) -> Completion:
-    hit = None if self.mode == "record" else self._replay.get(key)  # recording re-asks the cache or the model
+    hit = None if self.mode == "record" else self._replay.get(key)  # recording re-asks the cache or the model; extending does not
     if hit is None and not (self.mode == "replay" and self.recording):  # a replay answers from its recording alone:
         hit = self.cache.get(key)                                        # an old cached answer must not hide a stale recording
     if hit is not None:
         c = Completion.from_cache(hit)
         self.log.append(CallRecord(spec.name, key, True, 0.0, c.prompt_tokens, c.completion_tokens, 0.0))
-        if self.mode == "record": self._record(key, f, c)
+        if self.mode in ("record", "extend"): self._record(key, f, c)
         return c
     if self.mode == "replay":
         raise ReplayMissError(f"{spec.name}: request not in the recording ({self.recording}): the "
@@ -415,7 +450,7 @@ async def _lookup_or_call(self: ModelClient, spec: ModelSpec, f: dict, key: str)
         raise
     self.cache.set(key, c.to_cache())
     self.log.append(CallRecord(spec.name, key, False, c.latency, c.prompt_tokens, c.completion_tokens, c.cost))
-    if self.mode == "record": self._record(key, f, c)
+    if self.mode in ("record", "extend"): self._record(key, f, c)
     return c
 
 # %% ../nbs/00a_models.ipynb #1fea0d7a
@@ -462,7 +497,10 @@ def load_recording(path: str|Path # a .jsonl or .jsonl.gz recording, or a folder
     files = sorted([*path.rglob("*.jsonl"), *path.rglob("*.jsonl.gz")]) if path.is_dir() else [path]
     out = {}
     for p in files:
-        for i, line in enumerate(_read_text(p).splitlines(), 1):
+        try: text = _read_text(p)
+        except (EOFError, gzip.BadGzipFile, zlib.error) as e:
+            raise ValueError(f"{p}: not a whole gzip file ({e}); a write to it was cut short") from None
+        for i, line in enumerate(text.splitlines(), 1):
             if not line.strip(): continue
             try: d = json.loads(line); out[d["key"]] = d["completion"]
             except (json.JSONDecodeError, KeyError) as e:
@@ -472,8 +510,12 @@ def load_recording(path: str|Path # a .jsonl or .jsonl.gz recording, or a folder
 # %% ../nbs/00a_models.ipynb #3d2f5db7
 @patch
 def _record(self: ModelClient, key: str, f: dict, c: Completion):
-    "Add (or replace) one response in the recording file."
+    "Add (or replace) one response in the recording file; an extending client adds it to its new part (and never replaces)."
     d = c.to_cache(); d["latency"] = round(d["latency"], 3)
+    if getattr(self, "_sink", None) is not None:
+        if key not in self._replay:
+            self._sink.add(json.dumps(dict(key=key, request=f, completion=d), sort_keys=True)); self._replay[key] = d
+        return
     old = self._replay.get(key)
     if old is not None and {k: v for k, v in old.items() if k != "latency"} == {k: v for k, v in d.items() if k != "latency"}: return
     line = json.dumps(dict(key=key, request=f, completion=d), sort_keys=True)
@@ -485,6 +527,12 @@ def _record(self: ModelClient, key: str, f: dict, c: Completion):
         else:
             with open(self.recording, "a") as fh: fh.write(line + "\n")
     self._replay[key] = d
+
+# %% ../nbs/00a_models.ipynb #5a37c689
+@patch
+def flush(self: ModelClient):
+    "Write what an extending client still holds in memory to its part file (it also happens when the client goes)."
+    if getattr(self, "_sink", None) is not None: self._sink.flush()  # stand-in clients may skip __init__
 
 # %% ../nbs/00a_models.ipynb #b59f1ffc
 @patch
@@ -505,5 +553,5 @@ def usage(self: ModelClient) -> pd.DataFrame: # one row per `CallRecord`
 # %% ../nbs/00a_models.ipynb #059902bd
 @patch
 def close(self: ModelClient):
-    "Close the client's disk cache."
-    self.cache.close()
+    "Write what an extending client still buffers, and close its disk cache."
+    self.flush(); self.cache.close()

@@ -383,7 +383,7 @@ def stopping_table(cfg: StudyConfig, # from `load_study`
 # %% ../nbs/09_study.ipynb #f4233a5b
 def study_results(cfg: StudyConfig, # from `load_study`
                   client: ModelClient|None = None, # answers every recorded call (default: a replay of the study's recording)
-                  text_mode: str = "replay", # how the `text` experiment runs: "replay", "live" or "record" (`run_experiment`)
+                  text_mode: str = "replay", # how the `text` experiment runs: "replay", "live", "record" or "extend" (`run_experiment`)
                   text_specs: list[ModelSpec]|None = None, # the `text` experiment's pool (default: its config's), e.g. servers just started
                  ) -> dict: # values, correlations, summary, protocols, pairwise, individual, coalitions, agreement, stopping, players …
     "The study's results: every protocol's exact values over all 2^n coalitions on every task's recorded items, and the `text` experiment's."

@@ -85,3 +85,31 @@ def test_cli_uses_only_public_names_of_other_modules():
     private = [(n.module, a.name) for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
                for a in n.names if a.name.startswith("_")]
     assert not private, private
+
+
+def test_extend_resumes_from_the_committed_recording_alone(tmp_path, isolated_home):
+    # a long run spans sessions and machines: `--extend` grows a folder recording part by part, and a machine whose caches
+    # are gone (here: the home's call and coalition caches deleted) answers what the folder holds from it, with no model call.
+    # Two small members answering directly (24 tokens at most) keep the live part to seconds.
+    import gzip, json, shutil
+    rec = tmp_path/"rec"
+    cfg = tmp_path/"small.toml"
+    cfg.write_text('[pool]\nembedded = ["smollm2-135m", "qwen2.5-coder-0.5b"]\nstyles = ["direct"]\n[[tasks]]\nname = "arithmetic"\nsplit = "test"\n'
+                   f'limit = 2\nseed = 0\n[run]\nprotocols = ["majority_vote"]\nn_boot = 50\nrecording = "{rec}"\n')
+    def run(*flags):
+        r = subprocess.run(CLI + ["run", str(cfg), *flags, "--out", str(tmp_path/"o")], capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr[-2000:]
+        return r.stdout
+    first = run("--extend")
+    assert "extend:" in first and " 0 model calls" not in first
+    assert sorted(p.name for p in rec.iterdir()) == ["part-0001.jsonl.gz"]
+    lines = gzip.decompress((rec/"part-0001.jsonl.gz").read_bytes()).decode().splitlines()
+    assert len(lines) == 2 * 2 and len({json.loads(l)["key"] for l in lines}) == len(lines)  # 2 members × 2 items, once each
+    values = pd.read_csv(tmp_path/"o"/"values.csv")
+    for d in ("calls", "coalitions"): shutil.rmtree(isolated_home/d)  # a new machine: no cache, the recording alone
+    again = run("--extend")
+    assert " 0 model calls" in again and sorted(p.name for p in rec.iterdir()) == ["part-0001.jsonl.gz"]  # nothing new: no new part
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path/"o"/"values.csv"), values)
+    assert " 0 model calls" in run()  # and the folder replays
+    r = subprocess.run(CLI + ["run", str(cfg), "--record", "--extend"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "not allowed with argument" in r.stderr
