@@ -220,6 +220,8 @@ def collect(cfg: StudyConfig, # from `load_study`
     "Collect the study's batches (dev first, then test batches round-robin), resuming from the recording folder."
     root = study_folder(cfg)
     have = load_recording(root) if root.exists() else {}
+    for k, d in have.items():  # the stopping rule reads the recorded answers through `client`: on a new machine its cache is
+        if k not in client.cache: client.cache.set(k, d)  # empty, and it would ask the models again for every one of them
     tasks = {t: load_task(t, split="test") for t in cfg.tasks}
     order = {t: item_order(task, cfg.seed)[:cfg.max_items] for t, task in tasks.items()}
     t0, rows, active = time.monotonic(), [], list(cfg.tasks)
