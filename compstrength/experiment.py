@@ -15,7 +15,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from .files import home_dir, project_root
-from .models import PROMPT_STYLES, ModelClient, ModelSpec
+from .models import MODES, PROMPT_STYLES, ModelClient, ModelSpec
 from .local import MEMBERS, SERVERS, pool_specs
 from .tasks import TASKS, Task, load_task
 from .protocols import PROTOCOLS, Protocol, ProtocolError, available_protocols, get_protocol
@@ -295,7 +295,7 @@ def experiment_games(cfg: ExperimentConfig, # from `load_config`
     "The client and the coalition games of a config, validated, before any model call."
     r = cfg.run
     rec = r.recording and (_root()/r.recording)
-    if mode not in ("replay", "live", "record", "extend"): raise ConfigError(f"mode must be replay, live, record or extend, not {mode!r}")
+    if mode not in MODES: raise ConfigError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
     if client is None and mode == "extend" and not rec:
         raise ConfigError("--extend grows the config's recording: set `recording` (a folder) in its [run] table")
     if client is None and mode == "replay" and not (rec and rec.exists()):
