@@ -278,12 +278,12 @@ def cmd_docs(a: argparse.Namespace, # `nbs`, `out`, `renderer` and `workers`
     return 0
 
 # %% ../nbs/13_cli.ipynb #7118c996
-def cmd_serve_trainer(a: argparse.Namespace, # `state_dir`, `host`, `port`, `base`, `backend`, `vllm_url`, `lora_r`, `device`
+def cmd_serve_trainer(a: argparse.Namespace, # `state_dir`, `host`, `port`, `base`, `backend`, `vllm_url`, `lora_r`, `device`, `threads`
                      ) -> int: # the exit code
     "`compstrength serve-trainer`: run the C-RL training service until interrupted."
     from compstrength.service import serve
     serve(a.state_dir, host=a.host, port=a.port, base=a.base, backend=a.backend, vllm_url=a.vllm_url,
-          lora_r=a.lora_r, device=a.device)
+          lora_r=a.lora_r, device=a.device, threads=a.threads)
     return 0
 
 # %% ../nbs/13_cli.ipynb #c073ee7b
@@ -339,6 +339,7 @@ def cli_parser() -> argparse.ArgumentParser: # the `compstrength` command's pars
     pt.add_argument("--vllm-url", default=None, help="the vLLM server (`vllm serve BASE --enable-lora`), vllm backend")
     pt.add_argument("--lora-r", type=int, default=8, help="LoRA rank")
     pt.add_argument("--device", default="auto", help="cuda, cpu or auto")
+    pt.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: half the cores, at least 1)")
     return p
 
 # %% ../nbs/13_cli.ipynb #3c99a61b

@@ -6,7 +6,7 @@ Docs: https://compstrength.github.io/compstrength/contract.html.md"""
 
 # %% ../nbs/10a_contract.ipynb #1537eae9
 from __future__ import annotations
-import hashlib, math
+import hashlib, math, warnings
 from typing import Literal
 
 import numpy as np
@@ -44,10 +44,11 @@ def group_advantages(rewards, # (prompts × G) rewards; NaN marks a missing samp
     if scale not in SCALES: raise ValueError(f"scale must be one of {SCALES}, not {scale!r}")
     R = np.atleast_2d(np.asarray(rewards, dtype=float))
     if np.isinf(R).any(): raise ValueError("rewards must be finite (NaN marks a missing sample)")
-    with np.errstate(invalid="ignore"):
+    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a group with one sample has no standard deviation
         centred = R - np.nanmean(R, axis=1, keepdims=True)
         if scale == "none": return centred
-        std = np.nanstd(R, axis=1, keepdims=True) if scale == "group" else np.nanstd(R)
+        std = np.nanstd(R, axis=1, keepdims=True, ddof=1) if scale == "group" else np.nanstd(R, ddof=1)  # Bessel-corrected, as TRL's nanstd
         A = centred / (std + eps)
     return np.where(np.isclose(centred, 0.0, atol=1e-12) & ~np.isnan(R), 0.0, A)
 
@@ -55,8 +56,16 @@ def group_advantages(rewards, # (prompts × G) rewards; NaN marks a missing samp
 class CompletionIn(BaseModel):
     "One sampled completion of a prompt, as the client sends it."
     text: str  # the completion's text
-    token_ids: list[int]|None = None  # the sampled tokens, if the client kept them
-    logprobs: list[float]|None = None  # their log-probabilities under the sampling policy
+    token_ids: list[int]|None = None  # the sampled tokens (EOS included), if the sampler returned them
+    logprobs: list[float]|None = None  # their log-probabilities under the sampling policy, at the sampling temperature
+
+    def model_post_init(self, _):
+        if self.logprobs is None: return
+        if self.token_ids is None: raise ValueError("logprobs need the token_ids they belong to")
+        if len(self.logprobs) != len(self.token_ids):
+            raise ValueError(f"{len(self.token_ids)} token_ids but {len(self.logprobs)} logprobs")
+        bad = [k for k, x in enumerate(self.logprobs) if not (math.isfinite(x) and x <= 1e-6)]
+        if bad: raise ValueError(f"logprobs must be finite and <= 0; got {self.logprobs[bad[0]]} at position {bad[0]}")
 
 # %% ../nbs/10a_contract.ipynb #33e0f4fe
 class Group(BaseModel):
@@ -90,6 +99,9 @@ class TrainStep(BaseModel):
     beta: float = Field(default=0.0, ge=0)  # KL coefficient against the base model
     epsilon: float = Field(default=0.2, gt=0)  # ratio clipping
     max_grad_norm: float = Field(default=1.0, gt=0)
+    temperature: float = Field(default=1.0, gt=0)  # the sampling temperature: log-probabilities are scored at it
+    updates: int = Field(default=1, ge=1, le=16)  # optimizer steps on this batch (TRL's num_iterations), clipped against the sampling log-probs
+    max_tokens: int|None = Field(default=None, ge=1)  # the samples' max_tokens: dr_grpo divides by it (TRL's max_completion_length)
 
     def digest(self) -> str:
         "A hash of everything but the key: a reused key with a different body is refused."

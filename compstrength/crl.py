@@ -21,8 +21,9 @@ from .tasks import Item, Task, load_task, prompt_messages, score
 
 # %% auto #0
 __all__ = ['RewardError', 'SeatClient', 'individual_reward', 'system_reward', 'TrainerError', 'TrainerUnavailable',
-           'TrainerAuthError', 'StalePolicyError', 'TrainerRequestError', 'check_rewards', 'TrainerClient', 'CRLConfig',
-           'train_eval_items', 'EvaluationError', 'CRLRun']
+           'TrainerAuthError', 'StalePolicyError', 'TrainerRequestError', 'check_rewards', 'sampled_completion',
+           'TrainerClient', 'CRLConfig', 'train_eval_items', 'PilotGateError', 'pilot_gate', 'EvaluationError',
+           'CRLRun']
 
 # %% ../nbs/12_crl.ipynb #b0a9d610
 class RewardError(RuntimeError):
@@ -107,6 +108,19 @@ def _detail(r) -> str:
     try: return str(r.json().get("detail", r.text))[:500]
     except Exception: return r.text[:500]
 
+# %% ../nbs/12_crl.ipynb #ddb380ab
+def sampled_completion(choice, # one choice of a chat completion (LiteLLM's object or its dict)
+                      ) -> dict: # text, token_ids, logprobs
+    "The text, sampled token ids and their log-probabilities of one choice; a `TrainerError` if the sampler kept them back."
+    c = choice if isinstance(choice, dict) else choice.model_dump()
+    ids = c.get("token_ids") or (c.get("provider_specific_fields") or {}).get("token_ids")
+    content = (c.get("logprobs") or {}).get("content") or []
+    if not ids: raise TrainerError("the sampler returned no token_ids: training needs the sampled tokens "
+                                   "(vLLM answers `return_token_ids`; so does `compstrength serve-trainer`)")
+    lps = [float(t["logprob"]) for t in content]
+    if len(lps) != len(ids): raise TrainerError(f"the sampler returned {len(ids)} token_ids but {len(lps)} logprobs")
+    return dict(text=(c.get("message") or {}).get("content") or "", token_ids=[int(t) for t in ids], logprobs=lps)
+
 # %% ../nbs/12_crl.ipynb #ca1f326a
 class TrainerClient:
     "HTTP client of the training service (`compstrength serve-trainer`)."
@@ -179,25 +193,26 @@ class TrainerClient:
 
     async def sample(self, health: dict, # the service state the samples come from
                      messages: list[dict], n: int, # chat messages, samples
-                     max_tokens: int = 128, temperature: float = 1.0, seed: int = 0) -> list[str]:
-        "`n` sampled outputs of the current policy version, through LiteLLM."
+                     max_tokens: int = 128, temperature: float = 1.0, seed: int = 0,
+                    ) -> list[dict]: # per sample: text, token_ids (EOS included), logprobs (at `temperature`)
+        "`n` sampled outputs of the current policy version, with their tokens and log-probabilities, through LiteLLM."
         import litellm
         try:
             r = await litellm.acompletion(model=f"openai/{health['model_name_for_sampling']}", api_base=self.sampling_base(health),
                                           api_key=self._token, messages=messages, n=n, max_tokens=max_tokens,
-                                          temperature=temperature, seed=seed, timeout=self.http.timeout.read, num_retries=self.retries)
+                                          temperature=temperature, seed=seed, logprobs=True, extra_body=dict(return_token_ids=True),
+                                          timeout=self.http.timeout.read, num_retries=self.retries)
         except litellm.AuthenticationError as e: raise TrainerAuthError(f"sampling: {e}") from None
         except (litellm.APIConnectionError, litellm.Timeout, litellm.ServiceUnavailableError) as e:
             raise TrainerUnavailable(f"sampling from {self.sampling_base(health)} failed: {e}") from None
-        texts = [c.message.content or "" for c in r.choices]
-        if len(texts) != n: raise TrainerError(f"asked for {n} samples, got {len(texts)} (does the sampler honour n?)")
-        return texts
+        if len(r.choices) != n: raise TrainerError(f"asked for {n} samples, got {len(r.choices)} (does the sampler honour n?)")
+        return [sampled_completion(c) for c in r.choices]
 
 # %% ../nbs/12_crl.ipynb #5790967f
 class CRLConfig(BaseModel):
     "A C-RL (or individual-RL) training run; every field is checked when the config is made."
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
-    task: str = "arithmetic" # task name or file
+    task: str = "arithmetic_crl" # task name or file (default: the arithmetic items kept apart from the study's)
     protocol: str = "majority_vote" # the collaboration protocol the policy trains inside
     protocol_params: dict = Field(default_factory=dict) # parameters of the training and evaluation protocols (max_tokens, n_dev…)
     partners: tuple[str, ...] = ("gemma3-270m", "qwen2.5-coder-0.5b") # the frozen members
@@ -207,18 +222,25 @@ class CRLConfig(BaseModel):
     prompts_per_step: int = 2 # prompts (groups) per step
     group_size: int = 4 # G samples per prompt
     item_meta: dict = Field(default_factory=dict) # keep only items whose meta[k] is one of the listed values, e.g. {"difficulty": [1]}
-    n_train: int = 12 # training items (from the test split, disjoint from the evaluation items)
-    n_eval: int = 16 # held-out evaluation items
+    n_train: int = 300 # training items (from the test split, disjoint from the evaluation items)
+    n_eval: int = 300 # held-out evaluation items (from the test split; the dev split stays for calibration)
+    split_seed: int = 0 # which items are held out: the same for every arm and seed, so they can be compared item by item
+    avoid: tuple[str, ...] = ("arithmetic1k", "gsm8k", "mmlu") # tasks whose test items C-RL never trains, calibrates or evaluates on (the study's)
     eval_every: int = 10 # evaluate every k steps (and before the first and after the last)
     eval_protocols: tuple[str, ...] = () # protocols to evaluate in (default: the training protocol)
     max_tokens: int = 128 # policy sample length
-    temperature: float = 0.8 # sampling temperature
+    temperature: float = Field(default=0.8, gt=0) # sampling temperature (the update scores log-probabilities at it)
     calibration: str = "start" # "start": the policy's dev answers (for protocols that use dev) are its starting version's, fixed for the run; "current": re-asked at every version
     advantage: str = "group" # group, batch or none
     loss_type: str = "grpo" # grpo, dapo, bnpo or dr_grpo
     learning_rate: float = 1e-4 # LoRA learning rate
     beta: float = 0.0 # KL coefficient
+    updates: int = Field(default=1, ge=1, le=16) # optimizer steps per batch of samples (TRL's num_iterations), clipped against the sampling log-probs
+    epsilon: float = Field(default=0.2, gt=0) # ratio clipping
     seed: int = 0 # item order, sampling seeds
+    pilot_steps: int = Field(default=5, ge=0) # C-RL: the pilot gate reads the first k steps (0: no gate)
+    pilot_max_zero_signal: float = Field(default=0.6, gt=0, le=1) # ...and stops the run unless fewer groups than this carry no signal
+    pilot_max_same: float = Field(default=0.5, gt=0, le=1) # ...and fewer groups than this get the advantages individual RL would give
 
     @field_validator("calibration")
     @classmethod
@@ -263,7 +285,7 @@ class CRLConfig(BaseModel):
 
     def validate(self, pool: ModelClient|None = None, # the pool, to check the partners are in it
                 ) -> CRLConfig: # the config itself
-        "Check the run against the world before any call: the partners, the task's items, the protocols."
+        "Check the run against the world before any call: the partners, the task's items, the protocols, the items kept apart."
         if pool is not None:
             for p in self.partners: pool.spec(p)
         task = _filtered(self)
@@ -271,7 +293,24 @@ class CRLConfig(BaseModel):
             raise ValueError(f"{self.task} has {len(task)} test-split items{' matching ' + str(self.item_meta) if self.item_meta else ''}, fewer than n_train + n_eval")
         for name in self.protocols:
             get_protocol(name, **self.protocol_params).validate(self.coalition, task)
+        self.check_disjoint()
         return self
+
+    def check_disjoint(self) -> dict: # items per part: train, held_out, dev
+        "Refuse a run whose train, dev or held-out items share a question with each other or with the test items of `avoid`."
+        tr, ev = train_eval_items(self)
+        dev = load_task(self.task, split="dev")  # what the protocols calibrate on
+        parts = dict(train=tr, held_out=ev, dev=dev)
+        qs = {k: {it.question for it in v} for k, v in parts.items()}
+        for a, b in (("train", "held_out"), ("train", "dev"), ("held_out", "dev")):
+            if qs[a] & qs[b]: raise ValueError(f"{len(qs[a] & qs[b])} questions are in both the {a} and the {b} items")
+        for name in self.avoid:
+            if name == self.task: raise ValueError(f"C-RL cannot use {name!r}: it is among the tasks to avoid {self.avoid}")
+            study = {it.question for it in load_task(name, split="test")}
+            for k, q in qs.items():
+                if q & study: raise ValueError(f"{len(q & study)} of the {k} items are test items of {name!r} (the study measures them); "
+                                               f"use a task kept apart, e.g. 'arithmetic_crl'")
+        return {k: len(v) for k, v in parts.items()}
 
     @property
     def coalition(self) -> tuple:
@@ -294,11 +333,32 @@ def _filtered(cfg: CRLConfig) -> Task:
 
 # %% ../nbs/12_crl.ipynb #f1b762f8
 def train_eval_items(cfg: CRLConfig) -> tuple[Task, Task]:
-    "Disjoint training and held-out evaluation items, both from the task's test split (dev stays for calibration)."
+    "Disjoint training and held-out evaluation items, both from the task's test split (dev stays for calibration), drawn by `split_seed`."
     t = _filtered(cfg)
-    order = np.random.default_rng(cfg.seed).permutation(len(t))
+    order = np.random.default_rng(cfg.split_seed).permutation(len(t))
     ev, tr = sorted(order[:cfg.n_eval]), sorted(order[cfg.n_eval:cfg.n_eval + cfg.n_train])
     return Task(t.name, t.kind, [t[k] for k in tr], t.source), Task(t.name, t.kind, [t[k] for k in ev], t.source)
+
+# %% ../nbs/12_crl.ipynb #acde1f66
+class PilotGateError(RuntimeError):
+    "A C-RL run stopped by its pilot gate: over its first steps, its rewards could not be told from individual RL's."
+
+# %% ../nbs/12_crl.ipynb #a4e149f0
+def pilot_gate(rows: list[dict], # the run's log rows
+               cfg: CRLConfig, # the run's config
+              ) -> dict|None: # the verdict, or None (not gated, or fewer train steps logged than `pilot_steps`)
+    "The pilot gate's verdict on the first `cfg.pilot_steps` train steps: zero-signal groups and groups that match individual RL."
+    if cfg.reward != "system" or cfg.pilot_steps == 0: return None
+    tr = sorted((r for r in rows if r["kind"] == "train"), key=lambda r: r["step"])[:cfg.pilot_steps]
+    if len(tr) < cfg.pilot_steps: return None
+    R = [np.asarray(g, float) for r in tr for g in r["rewards"]]
+    O = [np.asarray(g, float) for r in tr for g in r["own"]]
+    zero = np.array([np.nanstd(g) == 0 for g in R])
+    same = np.array([np.allclose(group_advantages(g, cfg.advantage), group_advantages(o, cfg.advantage)) for g, o in zip(R, O)])
+    v = dict(steps=len(tr), groups=len(R), zero_signal_frac=float(zero.mean()), frac_same_as_individual=float(same.mean()),
+             max_zero_signal=cfg.pilot_max_zero_signal, max_same=cfg.pilot_max_same)
+    v["passed"] = v["zero_signal_frac"] < cfg.pilot_max_zero_signal and v["frac_same_as_individual"] < cfg.pilot_max_same
+    return v
 
 # %% ../nbs/12_crl.ipynb #dadb0fc4
 class EvaluationError(RuntimeError):
@@ -371,14 +431,15 @@ class CRLRun:
         groups, sys_r, ind_r, own = [], [], [], []
         for k, item in enumerate(self._items_for(step)):
             msgs = prompt_messages(task, item)
-            texts = await self.trainer.sample(health, msgs, cfg.group_size, cfg.max_tokens, cfg.temperature, seed=self.sample_seed(step, k))
+            drawn = await self.trainer.sample(health, msgs, cfg.group_size, cfg.max_tokens, cfg.temperature, seed=self.sample_seed(step, k))
+            texts = [d["text"] for d in drawn]
             ind = [individual_reward(task, item, t) for t in texts]
             if cfg.reward == "system":
                 res = await asyncio.gather(*(system_reward(proto, pool, task, item, cfg.coalition, cfg.policy, t) for t in texts))
                 rew = [r for r, _ in res]; sys_r += rew
             else: rew = ind
             ind_r += ind; own.append(ind)
-            groups.append(dict(prompt=msgs, completions=[dict(text=t) for t in texts], rewards=rew))
+            groups.append(dict(prompt=msgs, completions=drawn, rewards=rew))  # trained on the drawn tokens, EOS included
         R = [g["rewards"] for g in groups]
         same = np.isclose(group_advantages(R, cfg.advantage), group_advantages(own, cfg.advantage)).all(axis=1)
         stats = dict(mean_individual=float(np.mean(ind_r)), mean_system=float(np.mean(sys_r)) if sys_r else None,
@@ -400,7 +461,8 @@ class CRLRun:
 
     def _params(self) -> dict:
         c = self.cfg
-        return dict(advantage=c.advantage, loss_type=c.loss_type, learning_rate=c.learning_rate, beta=c.beta)
+        return dict(advantage=c.advantage, loss_type=c.loss_type, learning_rate=c.learning_rate, beta=c.beta,
+                    temperature=c.temperature, max_tokens=c.max_tokens, updates=c.updates, epsilon=c.epsilon)
 
     # --- evaluation
     def evaluate(self, health: dict|None = None, step: int = 0) -> list[dict]:
@@ -426,6 +488,18 @@ class CRLRun:
         return out
 
     # --- the loop
+    def _gate(self, rows: list[dict]):
+        "Write the pilot gate's verdict to `pilot.json` once it has one; raise `PilotGateError` if the run failed it."
+        v = pilot_gate(rows, self.cfg)
+        if v is None: return
+        (self.dir/"pilot.json").write_text(json.dumps(v, indent=1))
+        if not v["passed"]:
+            raise PilotGateError(f"{self.run_id}: the pilot gate stopped the run after {v['steps']} steps ({v['groups']} groups): "
+                                 f"{v['zero_signal_frac']:.0%} of the groups had no signal (limit {v['max_zero_signal']:.0%}), "
+                                 f"{v['frac_same_as_individual']:.0%} got individual RL's advantages (limit {v['max_same']:.0%}). "
+                                 f"The system's reward does not depend enough on the policy's text in {self.cfg.protocol}: "
+                                 f"choose a protocol whose partners read it (e.g. moa with the policy as a proposer)")
+
     def run(self, steps: int|None = None # stop after this many steps in total (default: cfg.steps)
            ) -> pd.DataFrame: # the log
         "Train (resuming from the log), evaluating every `eval_every` steps; returns the log."
@@ -443,6 +517,7 @@ class CRLRun:
         if health["policy_version"] != expected and not (pending and pending["step"] == start):
             raise TrainerError(f"the service is at version {health['policy_version']} but this run's log expects {expected}: "
                                f"another client trained this policy; use a new run_dir and service state")
+        self._gate(rows)  # a resumed run past its pilot meets the same verdict
         bar = tqdm(total=total, initial=start, desc=f"{cfg.reward} RL in {cfg.protocol}", disable=not self.progress, unit="step")
         for s in range(start, total):
             if s % cfg.eval_every == 0 and (s, cfg.protocol) not in evald:
@@ -467,6 +542,7 @@ class CRLRun:
             pending = None
             health = self.trainer.health()
             bar.update(); bar.set_postfix(reward=round(float(R.mean()), 3), refresh=False)
+            if s + 1 == cfg.pilot_steps: self._gate(self.rows())
         bar.close()
         if total == cfg.steps and (total, cfg.protocol) not in evald:
             for r in self.evaluate(health, total): self._append(r)

@@ -6,7 +6,7 @@ Docs: https://compstrength.github.io/compstrength/service.html.md"""
 
 # %% ../nbs/11_service.ipynb #a2b61519
 from __future__ import annotations
-import contextlib, hashlib, hmac, json, os, re, secrets, shutil, threading, time
+import contextlib, copy, hashlib, hmac, json, os, re, secrets, shutil, threading, time
 from pathlib import Path
 
 import numpy as np
@@ -68,11 +68,12 @@ def base_model_dir(base: str = DEFAULT_BASE, # an embedded pool member, or a Hug
 def aggregate_loss(per_token, # (sequences × tokens) loss
                    mask, # 1 for completion tokens
                    loss_type: str = "grpo", # grpo, dapo, bnpo or dr_grpo
+                   max_tokens: int|None = None, # the samples' length limit (dr_grpo; default: the padded width)
                   ):
-    "Reduce a per-token loss to a scalar the way TRL's GRPO loss types do."
+    "Reduce a per-token loss to a scalar the way TRL's GRPO loss types do (one process, one batch per generation)."
     if loss_type == "grpo": return ((per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1)).mean()
     if loss_type in ("dapo", "bnpo"): return (per_token * mask).sum() / mask.sum().clamp(min=1)
-    if loss_type == "dr_grpo": return (per_token * mask).sum() / (per_token.shape[0] * per_token.shape[1])
+    if loss_type == "dr_grpo": return (per_token * mask).sum() / (per_token.shape[0] * (max_tokens or per_token.shape[1]))
     raise ValueError(f"unknown loss_type {loss_type!r}: use one of {LOSS_TYPES}")
 
 # %% ../nbs/11_service.ipynb #2bf95891
@@ -92,11 +93,14 @@ class Policy:
                  target_modules: tuple = ("q_proj", "k_proj", "v_proj", "o_proj"), # adapted layers
                  device: str|None = "auto", # cuda, cpu or auto
                  seed: int = 0, # seed of the fresh adapter's initialisation
+                 threads: int|None = None, # CPU threads for torch (default: half the cores, at least 1, as each pool server)
                 ):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
         from peft import LoraConfig, PeftModel, get_peft_model
         self.base, self.device = base, _device(device)
+        if self.device.type == "cpu":  # beside the pool's llama.cpp servers, more threads than cores spin instead of working
+            torch.set_num_threads(int(threads or max(1, (os.cpu_count() or 2) // 2)))
         path = base_model_dir(base)
         self.tok = AutoTokenizer.from_pretrained(path)
         if self.tok.pad_token is None: self.tok.pad_token = self.tok.eos_token
@@ -137,18 +141,25 @@ class Policy:
             out = self.model.generate(**enc, **kw)
         L = enc.input_ids.shape[1]
         seqs = out.sequences[:, L:]
-        lps = torch.stack(out.logits, 1).float().log_softmax(-1).gather(-1, seqs.unsqueeze(-1)).squeeze(-1)
+        logits = torch.stack(out.logits, 1).float() / (1.0 if greedy else float(temperature))  # the distribution sampled from
+        lps = logits.log_softmax(-1).gather(-1, seqs.unsqueeze(-1)).squeeze(-1)
+        eos = self.eos_ids()
         res = []
         for k in range(seqs.shape[0]):
             ids = seqs[k].tolist()
-            end = next((j for j, t in enumerate(ids) if t in (self.tok.eos_token_id, self.tok.pad_token_id)), None)
-            keep = ids[:end] if end is not None else ids
+            end = next((j for j, t in enumerate(ids) if t in eos), None)  # after it, only padding
+            keep = ids[:end + 1] if end is not None else ids  # the EOS the policy chose is kept: it is trained too
             text, finish = self.tok.decode(keep, skip_special_tokens=True), ("stop" if end is not None else "length")
             for s in (stop or []):
                 if s and s in text: text, finish = text[:text.index(s)], "stop"
             res.append(dict(text=text, token_ids=keep, logprobs=[round(float(x), 6) for x in lps[k, :len(keep)]],
                             tokens=self.tok.convert_ids_to_tokens(keep), finish_reason=finish, prompt_tokens=L))
         return res * (n if greedy else 1)
+
+    def eos_ids(self) -> set:
+        "The token ids that end a sample: the tokenizer's EOS and the generation config's."
+        e = getattr(self.model.generation_config, "eos_token_id", None)
+        return {self.tok.eos_token_id, *(e if isinstance(e, (list, tuple)) else [e])} - {None}
 
     def _batch(self, groups: list, max_tokens: int = 1024):
         "Prompt + completion token tensors for every completion, right-padded, with a completion mask."
@@ -172,18 +183,20 @@ class Policy:
             if lp is not None and len(lp) >= len(c): old[k, :len(c)] = torch.tensor(lp[:len(c)])
         return ids.to(self.device), att.to(self.device), cpos.to(self.device), mask.to(self.device), old.to(self.device)
 
-    def token_logprobs(self, ids, att, cpos, adapter: bool = True):
+    def token_logprobs(self, ids, att, cpos, adapter: bool = True,
+                       temperature: float = 1.0, # the logits are divided by it (the sampling temperature)
+                      ):
         "Log-probabilities of the completion tokens (sequences × completion positions)."
         import torch
         from trl.trainer.utils import selective_log_softmax
         with (contextlib.nullcontext() if adapter else self.model.disable_adapter()):
             logits = self.model(input_ids=ids, attention_mask=att).logits
         prev = (cpos - 1).clamp(min=0)  # the logits at position t-1 predict token t
-        lg = logits.gather(1, prev.unsqueeze(-1).expand(-1, -1, logits.shape[-1])).float()
+        lg = logits.gather(1, prev.unsqueeze(-1).expand(-1, -1, logits.shape[-1])).float() / temperature
         return selective_log_softmax(lg, ids.gather(1, cpos))
 
     def step(self, req: TrainStep) -> dict:
-        "One group policy-gradient step: advantages, clipped surrogate, optional KL, one optimizer step."
+        "A group policy-gradient update: advantages, clipped surrogate at the sampling temperature, optional KL, `req.updates` optimizer steps."
         import torch
         t0 = time.time()
         G = max(len(g.rewards) for g in req.groups)
@@ -191,35 +204,55 @@ class Policy:
         for k, g in enumerate(req.groups): R[k, :len(g.rewards)] = g.rewards
         A = group_advantages(R, scale=req.advantage)
         adv = torch.tensor([a for k, g in enumerate(req.groups) for a in A[k, :len(g.rewards)]], dtype=torch.float32, device=self.device)
+        a, T = adv.unsqueeze(-1), req.temperature
         with self.lock:
-            self.model.train()
             ids, att, cpos, mask, old = self._batch(req.groups)
-            logp = self.token_logprobs(ids, att, cpos)
-            old = torch.where(torch.isnan(old), logp.detach(), old)
-            ratio = torch.exp(logp - old)
-            a = adv.unsqueeze(-1)
-            per_token = -torch.min(ratio * a, ratio.clamp(1 - req.epsilon, 1 + req.epsilon) * a)
-            kl = None
+            sent = ~torch.isnan(old) & mask.bool()  # tokens whose sampling log-probability the client sent
+            ref = None
             if req.beta > 0:
-                with torch.no_grad(): ref = self.token_logprobs(ids, att, cpos, adapter=False)
-                kl = torch.exp(ref - logp) - (ref - logp) - 1
-                per_token = per_token + req.beta * kl
-            loss = aggregate_loss(per_token, mask, req.loss_type)
+                with torch.no_grad(): ref = self.token_logprobs(ids, att, cpos, adapter=False, temperature=T)
+            backup = (self.adapter_state(), copy.deepcopy(self.opt.state_dict())) if req.updates > 1 else None
             for pg in self.opt.param_groups: pg["lr"] = req.learning_rate
-            self.opt.zero_grad(set_to_none=True)
-            loss.backward()
-            gn = torch.nn.utils.clip_grad_norm_(self.params, req.max_grad_norm)
-            if not torch.isfinite(gn): raise ServiceError(422, f"the gradient is not finite (norm {float(gn)}); nothing was applied")
-            self.opt.step()
+            hist = []
+            for u in range(req.updates):
+                self.model.train()
+                logp = self.token_logprobs(ids, att, cpos, temperature=T)
+                if u == 0:
+                    mismatch = float((logp.detach() - old)[sent].abs().mean()) if sent.any() else None
+                    old = torch.where(sent, old, logp.detach())  # not sent: on-policy at the first update
+                ratio = torch.exp(logp - old)
+                per_token = -torch.min(ratio * a, ratio.clamp(1 - req.epsilon, 1 + req.epsilon) * a)
+                kl = None
+                if ref is not None:
+                    kl = torch.exp(ref - logp) - (ref - logp) - 1
+                    per_token = per_token + req.beta * kl
+                loss = aggregate_loss(per_token, mask, req.loss_type, req.max_tokens)
+                self.opt.zero_grad(set_to_none=True)
+                loss.backward()
+                gn = torch.nn.utils.clip_grad_norm_(self.params, req.max_grad_norm)
+                if not torch.isfinite(gn):
+                    if backup: self._restore(*backup)
+                    self.model.eval()
+                    raise ServiceError(422, f"the gradient is not finite (norm {float(gn)}) at update {u + 1}; nothing was applied")
+                self.opt.step()
+                clipped = ((ratio.detach() - 1).abs() > req.epsilon).float()
+                hist.append(dict(loss=float(loss.detach()), grad_norm=float(gn.detach()),
+                                 clip_ratio=float((clipped * mask).sum() / mask.sum().clamp(min=1)),
+                                 kl=float((kl.detach() * mask).sum() / mask.sum().clamp(min=1)) if kl is not None else None))
             self.model.eval()
-        clipped = ((ratio - 1).abs() > req.epsilon).float()
         zero_std = float(np.mean([np.nanstd(r) == 0 for r in R]))
-        m = dict(loss=float(loss.detach()), mean_reward=float(np.nanmean(R)), reward_std=float(np.nanstd(R)),
-                 grad_norm=float(gn.detach()), frac_reward_zero_std=zero_std, completions=int(mask.shape[0]),
-                 completion_tokens=int(mask.sum()), clip_ratio=float((clipped * mask).sum() / mask.sum().clamp(min=1)),
-                 seconds=round(time.time() - t0, 3))
-        if kl is not None: m["kl"] = float((kl * mask).sum() / mask.sum().clamp(min=1))
+        m = dict(loss=hist[0]["loss"], mean_reward=float(np.nanmean(R)), reward_std=float(np.nanstd(R)),
+                 grad_norm=hist[0]["grad_norm"], frac_reward_zero_std=zero_std, completions=int(mask.shape[0]),
+                 completion_tokens=int(mask.sum()), clip_ratio=hist[-1]["clip_ratio"], updates=req.updates,
+                 temperature=T, logprob_mismatch=mismatch, seconds=round(time.time() - t0, 3))
+        if req.updates > 1: m.update(loss_last=hist[-1]["loss"], grad_norm_last=hist[-1]["grad_norm"])
+        if ref is not None: m["kl"] = hist[-1]["kl"]
         return m
+
+    def _restore(self, weights: dict, opt_state: dict):
+        "Put back the adapter's weights and the optimizer's state (an update that failed half-way)."
+        from peft import set_peft_model_state_dict
+        set_peft_model_state_dict(self.model, weights); self.opt.load_state_dict(opt_state)
 
     def adapter_state(self) -> dict:
         "The adapter's weights (a copy), to compare before and after a step."

@@ -330,7 +330,8 @@ def _data_store():
 
 # %% ../nbs/03_tasks.ipynb #292528b7
 TASKS = {"gsm8k": _gsm8k, "mmlu": _mmlu, "humaneval": _humaneval, "arithmetic": _arithmetic,
-         "arithmetic1k": partial(_arithmetic, name="arithmetic1k")}
+         "arithmetic1k": partial(_arithmetic, name="arithmetic1k"),
+         "arithmetic_crl": partial(_arithmetic, name="arithmetic_crl")}  # C-RL's items: disjoint from the study's
 
 def load_task(name: str, # a name in `TASKS`, or a path to a .jsonl/.csv file
               split: str = "all", # "dev", "test" or "all"

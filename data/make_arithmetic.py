@@ -47,6 +47,13 @@ Run from the repository root:
     python data/make_arithmetic.py            # data/arithmetic.jsonl, seed 20261130
     python data/make_arithmetic.py --seed 7   # a different (still fixed) draw
     python data/make_arithmetic.py --items 1000 --out data/arithmetic1k.jsonl
+    python data/make_arithmetic.py --items 2000 --skip 1000 --out data/arithmetic_crl.jsonl
+
+``--skip N`` (a multiple of 200) generates the whole set and writes only the items after the first N:
+``data/arithmetic_crl.jsonl`` holds rounds 5-9 (ids arith-1001 .. arith-2000), whose questions differ
+from every question of ``data/arithmetic1k.jsonl`` (and so of ``data/arithmetic.jsonl``), because
+questions are unique across the whole generated file.  C-RL trains and evaluates on it, so that nothing
+it trains on or reports is an item the study measures.
 """
 from __future__ import annotations
 
@@ -530,13 +537,17 @@ def main() -> None:
                     help=f"number of items, a multiple of {ROUND_SIZE} (default: {ROUND_SIZE})")
     ap.add_argument("--out", type=Path, default=None,
                     help="output file (default: data/arithmetic.jsonl; required with --items)")
+    ap.add_argument("--skip", type=int, default=0,
+                    help=f"write only the items after the first N (a multiple of {ROUND_SIZE}, less than --items)")
     args = ap.parse_args()
+    if args.skip < 0 or args.skip % ROUND_SIZE or args.skip >= args.items:
+        ap.error(f"--skip must be a multiple of {ROUND_SIZE} below --items, not {args.skip}")
     if args.items <= 0 or args.items % ROUND_SIZE:
         ap.error(f"--items must be a positive multiple of {ROUND_SIZE}, not {args.items}")
     if args.out is None and args.items != ROUND_SIZE:
         ap.error("--out is required with --items (data/arithmetic.jsonl holds the 200-item set)")
     out_path = args.out or OUT_PATH
-    items = generate(args.seed, args.items)
+    items = generate(args.seed, args.items)[args.skip:]
     with open(out_path, "w", encoding="utf-8") as f:
         for it in items:
             f.write(json.dumps(it, ensure_ascii=False) + "\n")
