@@ -22,8 +22,8 @@ from .tasks import Item, Task, load_task, prompt_messages, score
 # %% auto #0
 __all__ = ['RewardError', 'SeatClient', 'individual_reward', 'system_reward', 'TrainerError', 'TrainerUnavailable',
            'TrainerAuthError', 'StalePolicyError', 'TrainerRequestError', 'check_rewards', 'sampled_completion',
-           'TrainerClient', 'CRLConfig', 'train_eval_items', 'PilotGateError', 'pilot_gate', 'EvaluationError',
-           'CRLRun']
+           'TrainerClient', 'CRLConfig', 'train_eval_items', 'PilotGateError', 'pilot_gate', 'paired_test',
+           'EvaluationError', 'CRLRun']
 
 # %% ../nbs/12_crl.ipynb #b0a9d610
 class RewardError(RuntimeError):
@@ -359,6 +359,33 @@ def pilot_gate(rows: list[dict], # the run's log rows
              max_zero_signal=cfg.pilot_max_zero_signal, max_same=cfg.pilot_max_same)
     v["passed"] = v["zero_signal_frac"] < cfg.pilot_max_zero_signal and v["frac_same_as_individual"] < cfg.pilot_max_same
     return v
+
+# %% ../nbs/12_crl.ipynb #b7323526
+def paired_test(scores: pd.DataFrame, # one row per (seed, item): columns seed, item and one per arm (held-out scores in [0, 1])
+                a: str = "crl", # the arm tested
+                b: str = "individual", # the arm it is compared with
+                level: float = 0.95, # confidence level of the effect's interval
+                n_boot: int = 4000, # bootstrap resamples over items
+                seed: int = 0, # bootstrap seed
+               ) -> pd.DataFrame: # a row per seed, then "pooled"
+    "Arm `a` vs arm `b` on the same items, per seed and pooled: accuracies, effect with its bootstrap CI, discordant pairs, McNemar's exact p."
+    from scipy.stats import binomtest
+    from compstrength.attribution import bootstrap_ci
+    miss = [c for c in ("seed", "item", a, b) if c not in scores.columns]
+    if miss: raise ValueError(f"scores lacks the column(s) {miss}")
+    if scores.duplicated(["seed", "item"]).any(): raise ValueError("scores has more than one row for a (seed, item)")
+    x = scores[[a, b]].to_numpy(float)
+    if not (np.isfinite(x).all() and (x >= 0).all() and (x <= 1).all()): raise ValueError("arm scores must be numbers in [0, 1]")
+    d = scores.assign(diff=scores[a] - scores[b])
+    def row(name, g, per_item):
+        pos, neg = int((g["diff"] > 0).sum()), int((g["diff"] < 0).sum())
+        ci = bootstrap_ci(per_item.to_frame("diff"), n_boot=n_boot, level=level, seed=seed).loc["diff"]
+        return dict(seed=name, n_items=int(per_item.size), n_pairs=len(g), **{f"acc_{a}": float(g[a].mean()), f"acc_{b}": float(g[b].mean())},
+                    effect=float(g["diff"].mean()), ci_low=float(ci.ci_low), ci_high=float(ci.ci_high),
+                    **{f"{a}_only": pos, f"{b}_only": neg}, mcnemar_p=float(binomtest(pos, pos + neg, 0.5).pvalue) if pos + neg else 1.0)
+    rows = [row(s, g, g.set_index("item")["diff"]) for s, g in d.groupby("seed", sort=True)]
+    rows.append(row("pooled", d, d.groupby("item")["diff"].mean()))
+    return pd.DataFrame(rows)
 
 # %% ../nbs/12_crl.ipynb #dadb0fc4
 class EvaluationError(RuntimeError):
