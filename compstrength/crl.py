@@ -493,7 +493,7 @@ class CRLRun:
 
     # --- evaluation
     def evaluate(self, health: dict|None = None, step: int = 0) -> list[dict]:
-        "The current version on the held-out items: alone, in the system, and its Shapley value and LOO, per protocol."
+        "The current version on the held-out items: alone, in the system, and its Shapley value and LOO, per protocol (per-item scores in `eval_items.jsonl`)."
         from compstrength.attribution import attribute
         from compstrength.game import CoalitionGame
         health = health or self.trainer.health()
@@ -508,6 +508,12 @@ class CRLRun:
             players = list(self.cfg.coalition)
             sh, loo = attribute(v, players, "shapley"), attribute(v, players, "loo")
             P, N = self.cfg.policy, frozenset(players)
+            iv = game.item_values(oc)  # per item, for the paired test between arms
+            with open(self.dir/"eval_items.jsonl", "a") as f:
+                for k, it in enumerate(self.eval_items):
+                    f.write(json.dumps(dict(run=self.run_id, step=step, version=health["policy_version"], protocol=name, item=it.id,
+                                            system=float(iv[N][k]), policy_alone=float(iv[frozenset([P])][k]),
+                                            without_policy=float(iv[N - {P}][k]))) + "\n")
             out.append(dict(kind="eval", step=step, version=health["policy_version"], protocol=name,
                             policy_alone=v[frozenset([P])], system=v[N], without_policy=v[N - {P}],
                             shapley=float(sh[P]), loo=float(loo[P]), n_items=len(self.eval_items),

@@ -6,6 +6,7 @@ they would in one real run), so each distinct partner request is made once."""
 import json, signal
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -78,6 +79,11 @@ def test_one_crl_step(tmp_path, live):
     for _, r in ev.iterrows():  # efficiency: the three Shapley values sum to v(N) − v(∅)
         assert abs(r.shapley + sum(r[f"shapley_{p}"] for p in PARTNERS) - r.system) < 1e-9
         assert abs(r.loo - (r.system - r.without_policy)) < 1e-9
+    # the samples went back with their own tokens and sampling log-probabilities: scored at T, they agree
+    assert tr.logprob_mismatch.iloc[0] < 1e-3 and tr.temperature.iloc[0] == cfg().temperature, tr.iloc[0].to_dict()
+    items = pd.read_json(tmp_path/"run"/"eval_items.jsonl", lines=True)  # per held-out item, for the paired test
+    for (st, pr), g in items.groupby(["step", "protocol"]):
+        assert len(g) == cfg().n_eval and abs(g.system.mean() - ev[(ev.step == st) & (ev.protocol == pr)].system.iloc[0]) < 1e-9
     w1 = adapter(s.dir, 1)
     changed = any(not torch.equal(w0[k], w1[k]) for k in w0)
     signal_ = bool((tr.frac_reward_zero_std < 1).any())
