@@ -336,7 +336,7 @@ def cli_parser() -> argparse.ArgumentParser: # the `compstrength` command's pars
     pt.add_argument("--base", default=DEFAULT_BASE, help=f"base model: an embedded member (from its GGUF) or a Hugging Face folder")
     pt.add_argument("--backend", choices=["transformers", "vllm"], default="transformers",
                     help="transformers: sample and train here (CPU or GPU); vllm: train here, sample on --vllm-url")
-    pt.add_argument("--vllm-url", default=None, help="the vLLM server (`vllm serve BASE --enable-lora`), vllm backend")
+    pt.add_argument("--vllm-url", default=None, help="the vLLM server (`vllm serve BASE --enable-lora --logprobs-mode processed_logprobs`), vllm backend")
     pt.add_argument("--lora-r", type=int, default=8, help="LoRA rank")
     pt.add_argument("--device", default="auto", help="cuda, cpu or auto")
     pt.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: half the cores, at least 1)")
