@@ -347,15 +347,14 @@ class PilotGateError(RuntimeError):
 def pilot_gate(rows: list[dict], # the run's log rows
                cfg: CRLConfig, # the run's config
               ) -> dict|None: # the verdict, or None (not gated, or fewer train steps logged than `pilot_steps`)
-    "The pilot gate's verdict on the first `cfg.pilot_steps` train steps: zero-signal groups and groups that match individual RL."
+    "The pilot gate's verdict on the first `cfg.pilot_steps` train steps, from their logged fractions of zero-signal groups and of groups with individual RL's advantages."
     if cfg.reward != "system" or cfg.pilot_steps == 0: return None
     tr = sorted((r for r in rows if r["kind"] == "train"), key=lambda r: r["step"])[:cfg.pilot_steps]
     if len(tr) < cfg.pilot_steps: return None
-    R = [np.asarray(g, float) for r in tr for g in r["rewards"]]
-    O = [np.asarray(g, float) for r in tr for g in r["own"]]
-    zero = np.array([np.nanstd(g) == 0 for g in R])
-    same = np.array([np.allclose(group_advantages(g, cfg.advantage), group_advantages(o, cfg.advantage)) for g, o in zip(R, O)])
-    v = dict(steps=len(tr), groups=len(R), zero_signal_frac=float(zero.mean()), frac_same_as_individual=float(same.mean()),
+    # every step has `prompts_per_step` groups, so the mean of the logged per-step fractions is the fraction over groups
+    v = dict(steps=len(tr), groups=len(tr) * cfg.prompts_per_step,
+             zero_signal_frac=float(np.mean([r["frac_reward_zero_std"] for r in tr])),
+             frac_same_as_individual=float(np.mean([r["frac_same_as_individual"] for r in tr])),
              max_zero_signal=cfg.pilot_max_zero_signal, max_same=cfg.pilot_max_same)
     v["passed"] = v["zero_signal_frac"] < cfg.pilot_max_zero_signal and v["frac_same_as_individual"] < cfg.pilot_max_same
     return v

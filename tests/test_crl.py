@@ -82,6 +82,7 @@ def test_one_crl_step(tmp_path, live):
     # the samples went back with their own tokens and sampling log-probabilities: scored at T, they agree
     assert tr.logprob_mismatch.iloc[0] < 1e-3 and tr.temperature.iloc[0] == cfg().temperature, tr.iloc[0].to_dict()
     items = pd.read_json(tmp_path/"run"/"eval_items.jsonl", lines=True)  # per held-out item, for the paired test
+    assert sorted(set(zip(items.step, items.protocol))) == sorted(zip(ev.step, ev.protocol))
     for (st, pr), g in items.groupby(["step", "protocol"]):
         assert len(g) == cfg().n_eval and abs(g.system.mean() - ev[(ev.step == st) & (ev.protocol == pr)].system.iloc[0]) < 1e-9
     w1 = adapter(s.dir, 1)
