@@ -17,7 +17,7 @@ the held-out accuracies say how large the noise is.
 Usage: .venv/bin/python bench/bench_crl.py [--steps 30] [--seed 0] [--device auto] [--out bench/results/crl]
 (--device cuda with a larger --steps on a GPU machine.)
 """
-import argparse, json, os, shutil, socket, subprocess, sys, time
+import argparse, json, os, shutil, sys, time
 from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -25,32 +25,14 @@ import httpx
 import numpy as np
 import pandas as pd
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _service import start_service
 from compstrength.crl import CRLConfig, CRLRun, TrainerClient
 from compstrength.local import local_pool
 from compstrength.files import home_dir
 from compstrength.models import ModelClient
 
 pd.set_option("display.width", 250)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0)); return s.getsockname()[1]
-
-
-def start_service(state_dir: Path, device: str, log: Path):
-    port = free_port()
-    cmd = [sys.executable, "-c", "import sys; from compstrength.cli import main; sys.exit(main())",
-           "serve-trainer", "--state-dir", str(state_dir), "--port", str(port), "--device", device]
-    proc = subprocess.Popen(cmd, stdout=open(log, "a"), stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(600):
-        if proc.poll() is not None: raise RuntimeError(f"the service exited ({proc.returncode}); see {log}")
-        try:
-            if httpx.get(f"{url}/health", timeout=2).status_code == 401: return proc, url
-        except httpx.TransportError: pass
-        time.sleep(0.5)
-    raise RuntimeError("the service did not come up in 300 s")
 
 
 def main():

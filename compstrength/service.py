@@ -55,7 +55,7 @@ def base_model_dir(base: str = DEFAULT_BASE, # an embedded pool member, or a Hug
     from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
     gguf = fetch_model(base)  # verified against its pinned sha256
     tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32,
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32, use_kernels=False,
                                                  quantization_config=GgufConfig(dequantize=True))
     tmp = out.with_name(out.name + f".tmp{os.getpid()}")
     model.save_pretrained(tmp); tok.save_pretrained(tmp)
@@ -105,7 +105,9 @@ class Policy:
         self.tok = AutoTokenizer.from_pretrained(path)
         if self.tok.pad_token is None: self.tok.pad_token = self.tok.eos_token
         dtype = torch.bfloat16 if self.device.type == "cuda" else torch.float32
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(self.device)
+        # use_kernels=False: transformers would otherwise swap in kernels downloaded from the Hub (remote code, and on a GPU
+        # other kernels than the ones the sampler ran); sampling and training must run the same, local math
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, use_kernels=False).to(self.device)
         torch.manual_seed(seed)
         if adapter: self.model = PeftModel.from_pretrained(model, str(adapter), is_trainable=True)
         else: self.model = get_peft_model(model, LoraConfig(r=lora_r, lora_alpha=lora_alpha, lora_dropout=0.0,

@@ -187,3 +187,10 @@ def test_sampling_and_scoring_agree_at_the_sampling_temperature(policy):
     with torch.no_grad():
         for n, w in policy.model.named_parameters():
             if w.requires_grad: w.copy_(w0[n])
+
+
+def test_the_policy_runs_local_kernels_only(policy):
+    "No Hub kernels are swapped in (remote code; on a GPU, other math than the sampler ran): kernels stay off through train/eval switches."
+    base = policy.model.get_base_model()
+    policy.model.train(); policy.model.eval()
+    assert base.use_kernels is False and getattr(base, "_kernels_mode", None) is None
