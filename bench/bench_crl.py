@@ -1,123 +1,204 @@
-"""C-RL against individual RL, end to end on real models (issue 6).
+"""C-RL against individual-correctness RL: arms × seeds at an equal sample budget, tested paired on held-out items.
 
-The policy, SmolLM2-135M-Instruct (+ LoRA, trained by the real training service,
-`compstrength serve-trainer`, started here as a separate process per run with a fresh state
-folder), sits in a pool with two frozen partners of the embedded pool (served live by llama.cpp;
-their answers are cached across runs). Three runs with the same budget (steps × prompts × G):
+- Policy: SmolLM2-135M-Instruct + LoRA r=8, trained by the real training service (`compstrength serve-trainer`,
+  one process per run, its own state folder).
+- Protocol: mixture-of-agents. Every member proposes; the member most accurate on the dev items aggregates
+  the proposals. The partners read the policy's proposal, and the policy holds no vote.
+- Partners: gemma3-270m and qwen2.5-coder-0.5b from the embedded pool (llama.cpp; their answers are cached across runs).
+- Task: `arithmetic_crl`, items kept apart from the study's (ids arith-1001..arith-2000, made by
+  `make_arithmetic.py --items 2000 --skip 1000`). With split_seed 0 the same `--n-train` training and `--n-eval`
+  held-out items serve every arm and seed. Its dev split calibrates the aggregator choice. The config refuses any
+  overlap between these parts, or with the study's test items.
+- Arms:
+  - `crl`: the reward is the system's score with the sample in the policy's seat.
+  - `individual`: the reward is the sample's own correctness.
+  Both arms use the same steps × prompts × G, T > 0, 2 clipped updates per batch, and the same seeds. A seed sets the
+  item order and the sampling seeds; the adapter starts from the same weights in every run.
+- Order:
+  1. A pilot: C-RL, seed 0, `--pilot-steps` steps, no evaluation. The bench stops and reports unless fewer than 60% of
+     the groups carry no signal and fewer than 50% get individual RL's advantages.
+  2. Then every (seed, arm) run, each evaluated on the held-out items before and after training: the policy alone,
+     the system with and without it, and its Shapley value and leave-one-out in the 3-member pool.
+- Primary endpoint: held-out system accuracy after training, C-RL vs individual, paired on items (McNemar exact per
+  seed and pooled, bootstrap CI of the effect).
 
-  - C-RL in majority_vote   (reward: the system's outcome with the sample in the policy's seat)
-  - C-RL in weighted_vote   (the same, votes weighted by dev accuracy; calibration fixed at the start)
-  - individual RL           (reward: the sample's own correctness)
+Everything resumes. Rerun the same command to continue. Runs stop between steps when `--hours` is spent, and
+SIGTERM is safe at any point. Each run's client log, per-item evaluations and pilot verdict are copied to
+`--out`/runs/ as they grow; `summary.csv` and `test.txt` are rewritten from the runs complete so far.
 
-Each run is evaluated before and after training, on held-out arithmetic items, in both
-protocols: the policy alone, the system with it (v(N)), without it (v(N∖policy)), and its exact
-Shapley value and leave-one-out in the 3-member pool. One table; binomial standard errors of
-the held-out accuracies say how large the noise is.
-
-Usage: .venv/bin/python bench/bench_crl.py [--steps 30] [--seed 0] [--device auto] [--out bench/results/crl]
-(--device cuda with a larger --steps on a GPU machine.)
+Usage: COMPSTRENGTH_HOME=... .venv/bin/python bench/bench_crl.py [--hours 2] [--seeds 0 1 2] [--device auto]
+       (with `compstrength pool up --server llama-server` running in that home, its partners are reused)
 """
 import argparse, json, os, shutil, sys, time
 from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-import httpx
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _service import start_service
-from compstrength.crl import CRLConfig, CRLRun, TrainerClient
-from compstrength.local import local_pool
+from compstrength.crl import CRLConfig, CRLRun, PilotGateError, TrainerClient, paired_test, pilot_gate
 from compstrength.files import home_dir
+from compstrength.local import local_pool
 from compstrength.models import ModelClient
 
 pd.set_option("display.width", 250)
+PARTNERS = ("gemma3-270m", "qwen2.5-coder-0.5b")
+ARMS = {"crl": "system", "individual": "individual"}
+KEEP = ("log.jsonl", "eval_items.jsonl", "meta.json", "pilot.json", "wall.json")
+
+
+def config(a, arm: str, seed: int, steps: int|None = None) -> CRLConfig:
+    return CRLConfig(task="arithmetic_crl", protocol="moa", protocol_params=dict(max_tokens=a.proposal_tokens, n_dev=a.n_dev),
+                     partners=PARTNERS, reward=ARMS[arm], steps=steps or a.steps, prompts_per_step=a.prompts,
+                     group_size=a.group, n_train=a.n_train, n_eval=a.n_eval, split_seed=0, eval_every=a.steps,
+                     max_tokens=a.max_tokens, temperature=a.temperature, updates=a.updates, learning_rate=a.lr,
+                     seed=seed, pilot_steps=a.pilot_steps)
+
+
+class Runner:
+    "One run folder: its service (started on demand), its client, and the copy of its logs under --out."
+    def __init__(self, a, name: str, cfg: CRLConfig, pool: ModelClient, work: Path, out: Path):
+        self.a, self.name, self.cfg, self.pool = a, name, cfg, pool
+        self.dir, self.out = work/name, out/"runs"/name
+        self.dir.mkdir(parents=True, exist_ok=True); self.out.mkdir(parents=True, exist_ok=True)
+        self.cc = work/"coalitions"  # shared: equal policy weights (every run's start) share their evaluations
+
+    def trained(self) -> int:
+        f = self.dir/"log.jsonl"
+        return sum(1 for l in f.read_text().splitlines() if '"kind": "train"' in l) if f.exists() else 0
+
+    def done(self, evaluate: bool = True) -> bool:
+        rows = read_run(self.dir)[0]
+        n = sum(r["kind"] == "train" for r in rows)
+        return n >= self.cfg.steps and (not evaluate or any(r["kind"] == "eval" and r["step"] == self.cfg.steps for r in rows))
+
+    def advance(self, deadline: float, evaluate: bool = True):
+        "Train (and evaluate) until the run is complete or the deadline passes; one step at a time."
+        if self.done(evaluate): return
+        t0 = time.time()
+        svc, url = start_service(self.dir/"service", self.a.device, self.dir/"service.log", threads=self.a.threads)
+        try:
+            run = CRLRun(self.cfg, TrainerClient(url, token_file=self.dir/"service"/"token"), self.pool, self.dir,
+                         coalition_cache=self.cc, progress=self.a.progress)
+            while not self.done(evaluate) and time.time() < deadline:
+                run.run(steps=min(self.trained() + 1, self.cfg.steps), evaluate=evaluate)
+                self.sync(t0); t0 = time.time()
+        finally:
+            svc.terminate(); svc.wait(60)
+            self.sync(t0)
+
+    def sync(self, t0: float):
+        "Add this stretch's wall time, then copy the client-side files under --out (the service state stays in the work folder)."
+        w = self.dir/"wall.json"
+        spent = json.loads(w.read_text())["seconds"] if w.exists() else 0.0
+        w.write_text(json.dumps(dict(seconds=round(spent + time.time() - t0, 1))))
+        for f in KEEP:
+            if (self.dir/f).exists(): shutil.copy2(self.dir/f, self.out/f)
+
+
+def read_run(d: Path) -> tuple[list[dict], pd.DataFrame]:
+    rows = [json.loads(l) for l in (d/"log.jsonl").read_text().splitlines() if l.strip()] if (d/"log.jsonl").exists() else []
+    it = pd.read_json(d/"eval_items.jsonl", lines=True) if (d/"eval_items.jsonl").exists() else pd.DataFrame()
+    if len(it): it = it.drop_duplicates(["run", "step", "protocol", "item"], keep="last")  # a re-run evaluation writes its rows again
+    return rows, it
+
+
+def summarize(a, out: Path, pilot: dict|None) -> tuple[pd.DataFrame, str]:
+    "summary.csv (one row per arm and seed) and test.txt (the paired test on the runs complete in both arms)."
+    rows, finals = [], []
+    for seed in a.seeds:
+        for arm in ARMS:
+            d = out/"runs"/f"{arm}-seed{seed}"
+            log, items = read_run(d)
+            tr = [r for r in log if r["kind"] == "train"]
+            ev = {r["step"]: r for r in log if r["kind"] == "eval" and r["protocol"] == "moa"}
+            if not log: continue
+            b, e = ev.get(0, {}), ev.get(a.steps, {})
+            wall = json.loads((d/"wall.json").read_text())["seconds"] if (d/"wall.json").exists() else None
+            rows.append(dict(arm=arm, seed=seed, steps=len(tr), heldout_items=b.get("n_items", e.get("n_items")),
+                             system_before=b.get("system"), system_after=e.get("system"),
+                             policy_alone_before=b.get("policy_alone"), policy_alone_after=e.get("policy_alone"),
+                             frac_same_as_individual=float(np.mean([r["frac_same_as_individual"] for r in tr])) if tr else None,
+                             zero_signal_frac=float(np.mean([r["frac_reward_zero_std"] for r in tr])) if tr else None,
+                             shapley_before=b.get("shapley"), shapley_after=e.get("shapley"), loo_before=b.get("loo"), loo_after=e.get("loo"),
+                             mean_train_reward=float(np.mean([r["reward"] for r in tr])) if tr else None,
+                             samples=len(tr) * a.prompts * a.group, wall_s=wall))
+            if e and len(items):
+                f = items[(items.step == a.steps) & (items.protocol == "moa")]
+                finals.append(f.assign(arm=arm, seed=seed)[["arm", "seed", "item", "system", "policy_alone"]])
+    summary = pd.DataFrame(rows)
+    summary.to_csv(out/"summary.csv", index=False)
+    lines = [f"## C-RL vs individual RL in mixture-of-agents: policy SmolLM2-135M-Instruct + LoRA r=8, partners {', '.join(PARTNERS)}",
+             f"task arithmetic_crl: {a.n_train} training, {a.n_eval} held-out items (split_seed 0, the same for every run); "
+             f"{a.steps} steps × {a.prompts} prompts × G={a.group} per run, samples ≤{a.max_tokens} tokens at T={a.temperature}, "
+             f"{a.updates} clipped updates per batch, lr {a.lr}; seeds {list(a.seeds)}", ""]
+    if pilot: lines += ["pilot (C-RL, seed 0, first steps, no evaluation): " + json.dumps(pilot), ""]
+    both = pd.concat(finals, ignore_index=True) if finals else pd.DataFrame()
+    for metric, what in (("system", "PRIMARY: held-out system accuracy after training"), ("policy_alone", "secondary: the policy alone after training")):
+        if both.empty: lines.append(f"{what}: no seed has both arms evaluated after training yet"); continue
+        w = both.pivot_table(index=["seed", "item"], columns="arm", values=metric).dropna().reset_index()
+        if not {"crl", "individual"} <= set(w.columns) or w.empty:
+            lines.append(f"{what}: no seed has both arms evaluated after training yet"); continue
+        t = paired_test(w, "crl", "individual")
+        per_item = (w["crl"] - w["individual"]).groupby(w["item"]).mean()  # pooled over the seeds that have both arms
+        mde = 2.8 * per_item.std(ddof=1) / np.sqrt(len(per_item))  # z(0.975) + z(0.8) = 2.80
+        lines += [f"{what} — C-RL vs individual, paired on items (effect = C-RL − individual; bootstrap CI over items; McNemar exact):",
+                  t.to_string(index=False, float_format=lambda x: f"{x:.4f}"),
+                  f"power: with these {len(per_item)} items and their observed spread, the pooled test detects |effect| >= {mde:.3f} "
+                  f"with 80% power at alpha 0.05 (normal approximation)", ""]
+    text = "\n".join(lines) + "\n"
+    (out/"test.txt").write_text(text)
+    return summary, text
 
 
 def main():
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--steps", type=int, default=30)
-    ap.add_argument("--prompts", type=int, default=2, help="prompts per step")
+    ap.add_argument("--prompts", type=int, default=4, help="prompts (groups) per step")
     ap.add_argument("--group", type=int, default=4, help="G samples per prompt")
-    ap.add_argument("--max-tokens", type=int, default=96, help="policy sample length")
-    ap.add_argument("--n-train", type=int, default=12)
-    ap.add_argument("--n-eval", type=int, default=12)
+    ap.add_argument("--max-tokens", type=int, default=128, help="policy sample length")
+    ap.add_argument("--proposal-tokens", type=int, default=256, help="the members' proposal length in moa (evaluation)")
+    ap.add_argument("--n-dev", type=int, default=20, help="dev items that choose the aggregator")
+    ap.add_argument("--n-train", type=int, default=300)
+    ap.add_argument("--n-eval", type=int, default=200)
+    ap.add_argument("--temperature", type=float, default=0.8)
+    ap.add_argument("--updates", type=int, default=2)
     ap.add_argument("--lr", type=float, default=2e-4)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--difficulty", type=int, nargs="+", default=[1], help="arithmetic levels to train and evaluate on (1-5)")
+    ap.add_argument("--pilot-steps", type=int, default=5)
+    ap.add_argument("--hours", type=float, default=float("inf"), help="stop between steps after this long (rerun to continue)")
     ap.add_argument("--device", default="auto")
-    ap.add_argument("--runs", nargs="+", default=["crl:majority_vote", "crl:weighted_vote", "individual"])
-    ap.add_argument("--out", default="bench/results/crl", help="table, log and chart")
-    ap.add_argument("--work", default=None, help="run folders and service states (default: ~/.cache/compstrength/bench_crl); rerun to resume")
+    ap.add_argument("--threads", type=int, default=None, help="the service's CPU threads (default: half the cores)")
+    ap.add_argument("--out", default="bench/results/crl")
+    ap.add_argument("--work", default=None, help="run folders and service states (default: home_dir()/bench_crl)")
+    ap.add_argument("--progress", action="store_true")
     a = ap.parse_args()
-    out = Path(a.out); out.mkdir(parents=True, exist_ok=True)
-    partners = ("gemma3-270m", "qwen2.5-coder-0.5b")
-    proto_params = dict(max_tokens=320, n_dev=12)  # the defaults: partner answers are shared with the default experiment's call cache
-    evals = ("majority_vote", "weighted_vote")
-    t_all = time.time()
-    logs = []
-    with local_pool(list(partners)) as lp:
+    out, work = Path(a.out), Path(a.work or home_dir()/"bench_crl")
+    out.mkdir(parents=True, exist_ok=True); work.mkdir(parents=True, exist_ok=True)
+    deadline = time.time() + a.hours * 3600
+    for arm in ARMS:  # every config is checked (items, overlap, partners' names) before any call
+        for s in a.seeds: config(a, arm, s).validate()
+    with local_pool(list(PARTNERS), server="llama-server") as lp:
         pool = ModelClient(lp.specs(), cache_dir=home_dir()/"calls")
-        for spec in a.runs:
-            kind, _, proto = spec.partition(":")
-            proto = proto or "majority_vote"
-            cfg = CRLConfig(protocol=proto, protocol_params=proto_params, partners=partners,
-                            reward="system" if kind == "crl" else "individual", steps=a.steps, prompts_per_step=a.prompts,
-                            group_size=a.group, n_train=a.n_train, n_eval=a.n_eval, eval_every=a.steps,
-                            eval_protocols=tuple(p for p in evals if p != proto), max_tokens=a.max_tokens,
-                            learning_rate=a.lr, seed=a.seed, item_meta={"difficulty": a.difficulty})
-            name = f"{kind}-{proto}-seed{a.seed}" if kind == "crl" else f"individual-seed{a.seed}"
-            rdir = Path(a.work or home_dir()/"bench_crl")/name
-            rdir.mkdir(parents=True, exist_ok=True)
-            sd = rdir/"service"
-            svc, url = start_service(sd, a.device, rdir.parent/f"{name}.service.log")
-            try:
-                trainer = TrainerClient(url, token_file=sd/"token")
-                run = CRLRun(cfg, trainer, pool, rdir, coalition_cache=home_dir()/"coalitions", progress=True)
-                t0 = time.time()
-                log = run.run()
-                log["run_name"], log["wall_s"] = name, time.time() - t0
-                logs.append(log)
-            finally:
-                svc.terminate(); svc.wait(60)
-    log = pd.concat(logs, ignore_index=True)
-    log.to_csv(out/"log.csv", index=False)
-    summarize(log, a, partners, out, time.time() - t_all)
-
-
-def summarize(log, a, partners, out, seconds):
-    tr, ev = log[log.kind == "train"], log[log.kind == "eval"]
-    rows = []
-    for (name, proto), g in ev.groupby(["run_name", "protocol"], sort=False):
-        b, e = g.sort_values("step").iloc[0], g.sort_values("step").iloc[-1]
-        t = tr[tr.run_name == name].sort_values("step")
-        k = max(1, len(t) // 3)
-        se = lambda p: np.sqrt(p * (1 - p) / b.n_items)
-        rows.append({"run": name, "eval in": proto, "steps": int(t.step.max() + 1),
-                     "system before": f"{b.system:.3f}±{se(b.system):.2f}", "system after": f"{e.system:.3f}±{se(e.system):.2f}",
-                     "Δ system": round(e.system - b.system, 3),
-                     "shapley before": round(b.shapley, 3), "shapley after": round(e.shapley, 3),
-                     "loo before": round(b.loo, 3), "loo after": round(e.loo, 3),
-                     "alone before": round(b.policy_alone, 3), "alone after": round(e.policy_alone, 3),
-                     "v(N∖policy)": round(e.without_policy, 3),
-                     "train reward first/last third": f"{t.reward.head(k).mean():.2f}/{t.reward.tail(k).mean():.2f}",
-                     "own correctness first/last third": f"{t.mean_individual.head(k).mean():.2f}/{t.mean_individual.tail(k).mean():.2f}",
-                     "zero-signal groups": round(float(t.frac_reward_zero_std.mean()), 2),
-                     "groups with individual RL's update": (round(float(t.frac_same_as_individual.mean()), 2)
-                                                            if "frac_same_as_individual" in t and t.frac_same_as_individual.notna().all() else "not logged"),
-                     "s/step": round(float((t.sample_seconds + t.step_seconds).mean()), 1)})
-    table = pd.DataFrame(rows)
-    head = (f"## C-RL vs individual RL — policy SmolLM2-135M (+LoRA r=8), partners {', '.join(partners)}, arithmetic\n"
-            f"seed {a.seed}; {a.steps} steps × {a.prompts} prompts × G={a.group}, samples ≤{a.max_tokens} tokens, lr {a.lr}, "
-            f"arithmetic levels {a.difficulty}: train items {a.n_train}, held-out items {a.n_eval} (± = binomial standard error); device {a.device}; "
-            f"this invocation {seconds:.0f} s (runs already complete are reloaded from their logs; s/step is the training time)\n")
-    print(head); print(table.to_string(index=False))
-    (out/"table.txt").write_text(head + "\n" + table.to_string(index=False) + "\n")
-    try:
-        from compstrength.charts import save_chart, training_curves
-        save_chart(training_curves(log), out/"curves.html")
-    except ImportError: pass
+        pc = config(a, "crl", a.seeds[0], steps=a.pilot_steps)
+        pilot = Runner(a, f"pilot-crl-seed{a.seeds[0]}", pc, pool, work, out)
+        try:
+            pilot.advance(deadline, evaluate=False)
+        except PilotGateError as e:
+            summarize(a, out, json.loads((pilot.dir/"pilot.json").read_text()))
+            print(f"stopped: {e}"); sys.exit(2)
+        verdict = pilot_gate(read_run(pilot.dir)[0], pc)
+        if verdict is None: print("the pilot has not finished; rerun to continue"); sys.exit(0)
+        if not verdict["passed"]:  # a pilot that failed earlier: the same verdict, no run
+            summarize(a, out, verdict); print(f"stopped by the pilot gate: {verdict}"); sys.exit(2)
+        for seed in a.seeds:
+            for arm in ARMS:
+                if time.time() >= deadline: break
+                Runner(a, f"{arm}-seed{seed}", config(a, arm, seed), pool, work, out).advance(deadline)
+        summary, text = summarize(a, out, verdict)
+    print(summary.to_string(index=False)); print(); print(text)
 
 
 if __name__ == "__main__":

@@ -532,7 +532,8 @@ class CRLRun:
                                  f"The system's reward does not depend enough on the policy's text in {self.cfg.protocol}: "
                                  f"choose a protocol whose partners read it (e.g. moa with the policy as a proposer)")
 
-    def run(self, steps: int|None = None # stop after this many steps in total (default: cfg.steps)
+    def run(self, steps: int|None = None, # stop after this many steps in total (default: cfg.steps)
+            evaluate: bool = True, # False: train only, no held-out evaluation (a pilot, whose run folder is then used for nothing else)
            ) -> pd.DataFrame: # the log
         "Train (resuming from the log), evaluating every `eval_every` steps; returns the log."
         from tqdm.auto import tqdm
@@ -552,7 +553,7 @@ class CRLRun:
         self._gate(rows)  # a resumed run past its pilot meets the same verdict
         bar = tqdm(total=total, initial=start, desc=f"{cfg.reward} RL in {cfg.protocol}", disable=not self.progress, unit="step")
         for s in range(start, total):
-            if s % cfg.eval_every == 0 and (s, cfg.protocol) not in evald:
+            if evaluate and s % cfg.eval_every == 0 and (s, cfg.protocol) not in evald:
                 for r in self.evaluate(health, s): self._append(r)
             if pending and pending["step"] == s:
                 req = pending  # sent before a crash, maybe applied: resend with the same key
@@ -576,6 +577,6 @@ class CRLRun:
             bar.update(); bar.set_postfix(reward=round(float(R.mean()), 3), refresh=False)
             if s + 1 == cfg.pilot_steps: self._gate(self.rows())
         bar.close()
-        if total == cfg.steps and (total, cfg.protocol) not in evald:
+        if evaluate and total == cfg.steps and (total, cfg.protocol) not in evald:
             for r in self.evaluate(health, total): self._append(r)
         return self.log()

@@ -127,8 +127,8 @@ def test_client_restart_resumes_without_repeating_or_losing(tmp_path, live):
         def _append(self, row):
             if row.get("kind") == "train" and row["step"] == 1: raise Crash()
             super()._append(row)
-    with pytest.raises(Crash):
-        Crashing(c, TrainerClient(s.url, token=TOKEN), pool, tmp_path/"run", progress=False).run()
+    with pytest.raises(Crash):  # train only (as a pilot): no evaluation before the first step
+        Crashing(c, TrainerClient(s.url, token=TOKEN), pool, tmp_path/"run", progress=False).run(evaluate=False)
     assert (tmp_path/"run"/"pending.json").exists()
     assert TrainerClient(s.url, token=TOKEN).health()["policy_version"] == 2  # step 1 was applied
 
@@ -137,6 +137,7 @@ def test_client_restart_resumes_without_repeating_or_losing(tmp_path, live):
     tr = log[log.kind == "train"]
     assert tr.step.tolist() == [0, 1, 2] and tr.version_after.tolist() == [1, 2, 3]
     assert tr.replayed.tolist() == [False, True, False]  # step 1 resent, answered from the service's record
+    assert log[log.kind == "eval"].step.tolist() == [3]  # the evaluating run evaluates after its last step only
     assert TrainerClient(s.url, token=TOKEN).health()["step"] == 3
     assert not (tmp_path/"run"/"pending.json").exists()
     assert TOKEN not in "".join(p.read_text() for p in (tmp_path/"run").glob("*.json*"))
