@@ -50,11 +50,16 @@ KEEP = ("log.jsonl", "eval_items.jsonl", "meta.json", "pilot.json", "wall.json")
 
 
 def config(a, arm: str, seed: int, steps: int|None = None) -> CRLConfig:
-    return CRLConfig(task="arithmetic_crl", protocol="moa", protocol_params=dict(max_tokens=a.proposal_tokens, n_dev=a.n_dev),
+    return CRLConfig(task="arithmetic_crl", protocol=a.protocol, protocol_params=dict(max_tokens=a.proposal_tokens, n_dev=a.n_dev),
                      partners=PARTNERS, reward=ARMS[arm], steps=steps or a.steps, prompts_per_step=a.prompts,
                      group_size=a.group, n_train=a.n_train, n_eval=a.n_eval, split_seed=0, eval_every=a.steps,
                      max_tokens=a.max_tokens, temperature=a.temperature, updates=a.updates, learning_rate=a.lr,
-                     seed=seed, pilot_steps=a.pilot_steps)
+                     seed=seed, pilot_steps=a.pilot_steps, item_meta={"difficulty": a.difficulty} if a.difficulty else {})
+
+
+def tag(a) -> str:
+    "The protocol, and the arithmetic levels when not all: part of every run's name, so that settings never share a folder."
+    return a.protocol + (f"-levels{''.join(map(str, a.difficulty))}" if a.difficulty else "")
 
 
 class Runner:
@@ -110,10 +115,10 @@ def summarize(a, out: Path, pilot: dict|None) -> tuple[pd.DataFrame, str]:
     rows, finals = [], []
     for seed in a.seeds:
         for arm in ARMS:
-            d = out/"runs"/f"{arm}-seed{seed}"
+            d = out/"runs"/f"{arm}-{tag(a)}-seed{seed}"
             log, items = read_run(d)
             tr = [r for r in log if r["kind"] == "train"]
-            ev = {r["step"]: r for r in log if r["kind"] == "eval" and r["protocol"] == "moa"}
+            ev = {r["step"]: r for r in log if r["kind"] == "eval" and r["protocol"] == a.protocol}
             if not log: continue
             b, e = ev.get(0, {}), ev.get(a.steps, {})
             wall = json.loads((d/"wall.json").read_text())["seconds"] if (d/"wall.json").exists() else None
@@ -126,17 +131,24 @@ def summarize(a, out: Path, pilot: dict|None) -> tuple[pd.DataFrame, str]:
                              mean_train_reward=float(np.mean([r["reward"] for r in tr])) if tr else None,
                              samples=len(tr) * a.prompts * a.group, wall_s=wall))
             if e and len(items):
-                f = items[(items.step == a.steps) & (items.protocol == "moa")]
+                f = items[(items.step == a.steps) & (items.protocol == a.protocol)]
                 finals.append(f.assign(arm=arm, seed=seed)[["arm", "seed", "item", "system", "policy_alone"]])
-    summary = pd.DataFrame(rows)
+    cols = ["arm", "seed", "steps", "heldout_items", "system_before", "system_after", "policy_alone_before", "policy_alone_after",
+            "frac_same_as_individual", "zero_signal_frac", "shapley_before", "shapley_after", "loo_before", "loo_after",
+            "mean_train_reward", "samples", "wall_s"]
+    summary = pd.DataFrame(rows, columns=cols)
     summary.to_csv(out/"summary.csv", index=False)
-    lines = [f"## C-RL vs individual RL in mixture-of-agents: policy SmolLM2-135M-Instruct + LoRA r=8, partners {', '.join(PARTNERS)}",
+    lines = [f"## C-RL vs individual RL in {a.protocol}: policy SmolLM2-135M-Instruct + LoRA r=8, partners {', '.join(PARTNERS)}",
              f"task arithmetic_crl: {a.n_train} training, {a.n_eval} held-out items (split_seed 0, the same for every run); "
              f"{a.steps} steps × {a.prompts} prompts × G={a.group} per run, samples ≤{a.max_tokens} tokens at T={a.temperature}, "
              f"{a.updates} clipped updates per batch, lr {a.lr}; seeds {list(a.seeds)}", ""]
-    if pilot: lines += ["pilot (C-RL, seed 0, first steps, no evaluation): " + json.dumps(pilot), ""]
+    if pilot: lines += [f"pilot (C-RL, seed {a.seeds[0]}, first steps, no evaluation): " + json.dumps(pilot), ""]
+    others = [d for d in sorted((out/"runs").glob("pilot-*")) if d.name != f"pilot-crl-{tag(a)}-seed{a.seeds[0]}" and (d/"pilot.json").exists()]
+    if others: lines += ["pilots of other settings:"] + [f"  {d.name}: " + (d/"pilot.json").read_text().replace("\n", "") for d in others] + [""]
     both = pd.concat(finals, ignore_index=True) if finals else pd.DataFrame()
     for metric, what in (("system", "PRIMARY: held-out system accuracy after training"), ("policy_alone", "secondary: the policy alone after training")):
+        if pilot and not pilot["passed"]:
+            lines.append(f"{what}: not tested; the pilot gate stopped the benchmark before any long run"); continue
         if both.empty: lines.append(f"{what}: no seed has both arms evaluated after training yet"); continue
         w = both.pivot_table(index=["seed", "item"], columns="arm", values=metric).dropna().reset_index()
         if not {"crl", "individual"} <= set(w.columns) or w.empty:
@@ -155,6 +167,8 @@ def summarize(a, out: Path, pilot: dict|None) -> tuple[pd.DataFrame, str]:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--protocol", default="moa", help="the protocol the policy trains and is evaluated in")
+    ap.add_argument("--difficulty", type=int, nargs="+", default=None, help="arithmetic levels to train and evaluate on (default: all, 1-5)")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--prompts", type=int, default=4, help="prompts (groups) per step")
@@ -173,6 +187,7 @@ def main():
     ap.add_argument("--threads", type=int, default=None, help="the service's CPU threads (default: half the cores)")
     ap.add_argument("--out", default="bench/results/crl")
     ap.add_argument("--work", default=None, help="run folders and service states (default: home_dir()/bench_crl)")
+    ap.add_argument("--timeout", type=float, default=1800, help="seconds per model call")
     ap.add_argument("--progress", action="store_true")
     a = ap.parse_args()
     out, work = Path(a.out), Path(a.work or home_dir()/"bench_crl")
@@ -181,9 +196,10 @@ def main():
     for arm in ARMS:  # every config is checked (items, overlap, partners' names) before any call
         for s in a.seeds: config(a, arm, s).validate()
     with local_pool(list(PARTNERS), server="llama-server") as lp:
-        pool = ModelClient(lp.specs(), cache_dir=home_dir()/"calls")
+        # a call may wait behind the policy's other calls on a busy CPU: a long timeout, so that none is abandoned and re-asked
+        pool = ModelClient(lp.specs(), cache_dir=home_dir()/"calls", timeout=a.timeout)
         pc = config(a, "crl", a.seeds[0], steps=a.pilot_steps)
-        pilot = Runner(a, f"pilot-crl-seed{a.seeds[0]}", pc, pool, work, out)
+        pilot = Runner(a, f"pilot-crl-{tag(a)}-seed{a.seeds[0]}", pc, pool, work, out)
         try:
             pilot.advance(deadline, evaluate=False)
         except PilotGateError as e:
@@ -196,7 +212,7 @@ def main():
         for seed in a.seeds:
             for arm in ARMS:
                 if time.time() >= deadline: break
-                Runner(a, f"{arm}-seed{seed}", config(a, arm, seed), pool, work, out).advance(deadline)
+                Runner(a, f"{arm}-{tag(a)}-seed{seed}", config(a, arm, seed), pool, work, out).advance(deadline)
         summary, text = summarize(a, out, verdict)
     print(summary.to_string(index=False)); print(); print(text)
 

@@ -529,8 +529,9 @@ class CRLRun:
             raise PilotGateError(f"{self.run_id}: the pilot gate stopped the run after {v['steps']} steps ({v['groups']} groups): "
                                  f"{v['zero_signal_frac']:.0%} of the groups had no signal (limit {v['max_zero_signal']:.0%}), "
                                  f"{v['frac_same_as_individual']:.0%} got individual RL's advantages (limit {v['max_same']:.0%}). "
-                                 f"The system's reward does not depend enough on the policy's text in {self.cfg.protocol}: "
-                                 f"choose a protocol whose partners read it (e.g. moa with the policy as a proposer)")
+                                 f"The system's reward does not depend enough on the policy's text in {self.cfg.protocol}: raise the share of "
+                                 f"groups with signal before a long run (easier items through item_meta, a larger group_size or "
+                                 f"temperature, or a protocol in which the policy's text decides more outcomes)")
 
     def run(self, steps: int|None = None, # stop after this many steps in total (default: cfg.steps)
             evaluate: bool = True, # False: train only, no held-out evaluation (a pilot, whose run folder is then used for nothing else)
