@@ -139,7 +139,7 @@ def summarize(a, out: Path, pilot: dict|None) -> tuple[pd.DataFrame, str]:
     summary = pd.DataFrame(rows, columns=cols)
     summary.to_csv(out/"summary.csv", index=False)
     lines = [f"## C-RL vs individual RL in {a.protocol}: policy SmolLM2-135M-Instruct + LoRA r=8, partners {', '.join(PARTNERS)}",
-             f"task arithmetic_crl: {a.n_train} training, {a.n_eval} held-out items (split_seed 0, the same for every run); "
+             f"task arithmetic_crl{' levels ' + str(a.difficulty) if a.difficulty else ''}: {a.n_train} training, {a.n_eval} held-out items (split_seed 0, the same for every run); "
              f"{a.steps} steps × {a.prompts} prompts × G={a.group} per run, samples ≤{a.max_tokens} tokens at T={a.temperature}, "
              f"{a.updates} clipped updates per batch, lr {a.lr}; seeds {list(a.seeds)}", ""]
     if pilot: lines += [f"pilot (C-RL, seed {a.seeds[0]}, first steps, no evaluation): " + json.dumps(pilot), ""]
@@ -209,10 +209,13 @@ def main():
         if verdict is None: print("the pilot has not finished; rerun to continue"); sys.exit(0)
         if not verdict["passed"]:  # a pilot that failed earlier: the same verdict, no run
             summarize(a, out, verdict); print(f"stopped by the pilot gate: {verdict}"); sys.exit(2)
-        for seed in a.seeds:
-            for arm in ARMS:
-                if time.time() >= deadline: break
-                Runner(a, f"{arm}-{tag(a)}-seed{seed}", config(a, arm, seed), pool, work, out).advance(deadline)
+        try:
+            for seed in a.seeds:
+                for arm in ARMS:
+                    if time.time() >= deadline: break
+                    Runner(a, f"{arm}-{tag(a)}-seed{seed}", config(a, arm, seed), pool, work, out).advance(deadline)
+        except PilotGateError as e:  # a long C-RL run meets the same gate after its own first steps
+            summarize(a, out, verdict); print(f"stopped: {e}"); sys.exit(2)
         summary, text = summarize(a, out, verdict)
     print(summary.to_string(index=False)); print(); print(text)
 
