@@ -27,7 +27,8 @@ SIGTERM is safe at any point. Each run's client log, per-item evaluations and pi
 `--out`/runs/ as they grow; `summary.csv` and `test.txt` are rewritten from the runs complete so far.
 
 Usage: COMPSTRENGTH_HOME=... .venv/bin/python bench/bench_crl.py [--hours 2] [--seeds 0 1 2] [--device auto]
-       (with `compstrength pool up --server llama-server` running in that home, its partners are reused)
+       (with `compstrength pool up --server llama-server` running in that home, its partners are reused).
+       The full mix of levels failed the pilot gate; levels 1-2 passed it: `--difficulty 1 2 --n-train 118`.
 """
 import argparse, json, os, shutil, sys, time
 from pathlib import Path
