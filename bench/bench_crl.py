@@ -72,8 +72,7 @@ class Runner:
         self.cc = work/"coalitions"  # shared: equal policy weights (every run's start) share their evaluations
 
     def trained(self) -> int:
-        f = self.dir/"log.jsonl"
-        return sum(1 for l in f.read_text().splitlines() if '"kind": "train"' in l) if f.exists() else 0
+        return sum(r["kind"] == "train" for r in read_run(self.dir)[0])
 
     def done(self, evaluate: bool = True) -> bool:
         rows = read_run(self.dir)[0]
@@ -111,6 +110,16 @@ def read_run(d: Path) -> tuple[list[dict], pd.DataFrame]:
     return rows, it
 
 
+def pilot_line(v: dict) -> str:
+    "A pilot's verdict with each fraction's exact (Clopper-Pearson) 95% interval over its n groups."
+    from scipy.stats import binomtest
+    ci = lambda f: binomtest(round(f * v["groups"]), v["groups"]).proportion_ci()
+    z, s = ci(v["zero_signal_frac"]), ci(v["frac_same_as_individual"])
+    return (f"{'passed' if v['passed'] else 'FAILED'}; n = {v['groups']} groups over {v['steps']} steps; "
+            f"zero-signal {v['zero_signal_frac']:.2f} [{z.low:.2f}, {z.high:.2f}] (limit < {v['max_zero_signal']}), "
+            f"same as individual {v['frac_same_as_individual']:.2f} [{s.low:.2f}, {s.high:.2f}] (limit < {v['max_same']})")
+
+
 def summarize(a, out: Path, pilot: dict|None) -> tuple[pd.DataFrame, str]:
     "summary.csv (one row per arm and seed) and test.txt (the paired test on the runs complete in both arms)."
     rows, finals = [], []
@@ -143,9 +152,9 @@ def summarize(a, out: Path, pilot: dict|None) -> tuple[pd.DataFrame, str]:
              f"task arithmetic_crl{' levels ' + str(a.difficulty) if a.difficulty else ''}: {a.n_train} training, {a.n_eval} held-out items (split_seed 0, the same for every run); "
              f"{a.steps} steps × {a.prompts} prompts × G={a.group} per run, samples ≤{a.max_tokens} tokens at T={a.temperature}, "
              f"{a.updates} clipped updates per batch, lr {a.lr}; seeds {list(a.seeds)}", ""]
-    if pilot: lines += [f"pilot (C-RL, seed {a.seeds[0]}, first steps, no evaluation): " + json.dumps(pilot), ""]
+    if pilot: lines += [f"pilot (C-RL, seed {a.seeds[0]}, first steps, no evaluation): {pilot_line(pilot)}", ""]
     others = [d for d in sorted((out/"runs").glob("pilot-*")) if d.name != f"pilot-crl-{tag(a)}-seed{a.seeds[0]}" and (d/"pilot.json").exists()]
-    if others: lines += ["pilots of other settings:"] + [f"  {d.name}: " + (d/"pilot.json").read_text().replace("\n", "") for d in others] + [""]
+    if others: lines += ["pilots of other settings:"] + [f"  {d.name}: {pilot_line(json.loads((d/'pilot.json').read_text()))}" for d in others] + [""]
     both = pd.concat(finals, ignore_index=True) if finals else pd.DataFrame()
     for metric, what in (("system", "PRIMARY: held-out system accuracy after training"), ("policy_alone", "secondary: the policy alone after training")):
         if pilot and not pilot["passed"]:
