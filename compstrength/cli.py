@@ -14,7 +14,7 @@ import pandas as pd
 from .files import ChecksumError, fetch_model
 from .models import ModelClient, ModelDownError, ReplayMissError, UnknownModelError, run_sync
 from .local import MEMBERS, SERVERS, LocalPool, local_pool, pool_state_file, pool_status, read_state, stop_pid
-from .tasks import TaskError, load_task, prompt_messages, score
+from .tasks import TaskError, load_task, prompt_messages, score, task_table
 from .protocols import ProtocolError, protocol_declarations
 from .attribution import METHODS, attribute, parse_coalition
 from .contract import DEFAULT_BASE, DEFAULT_HOST, DEFAULT_PORT
@@ -23,12 +23,13 @@ from .files import project_root
 from .protocols import dev_task
 from .reuse import own_answers
 from .report import finding, settings_table
+from .moco import MocoLogError, import_moco, moco_logs
 from .study import (StudyError, agreement_table, collect, collection_cost, load_study, stopping_rule, stopping_table, study_folder,
                                 study_players, study_progress, study_results, study_status)
 
 # %% auto #0
 __all__ = ['USER_ERRORS', 'smoke_run', 'smoke_summary', 'cmd_pool', 'cmd_smoke', 'cmd_run', 'cmd_study', 'cmd_protocols',
-           'cmd_attribute', 'cmd_docs', 'cmd_serve_trainer', 'cli_parser', 'main']
+           'cmd_tasks', 'cmd_import_moco', 'cmd_attribute', 'cmd_docs', 'cmd_serve_trainer', 'cli_parser', 'main']
 
 # %% ../nbs/13_cli.ipynb #eb770a38
 def smoke_run(client: ModelClient, # a client over the pool
@@ -116,6 +117,13 @@ def cmd_smoke(a: argparse.Namespace, # `members` and `limit`
     print(f"\n{len(u)} requests, {int((~u.cached).sum())} model calls, {int(u.cached.sum())} from cache, {dt:.1f} s")
     return 1 if df.error.notna().any() else 0
 
+# %% ../nbs/13_cli.ipynb #48082e3d
+def _write_moco_logs(a: argparse.Namespace, res: dict):
+    "With `--moco-logs DIR`: the run's outcomes as MoCo-format logs, one per (protocol, task, coalition)."
+    if getattr(a, "moco_logs", None):
+        files = moco_logs(res["outcomes"], a.moco_logs, res.get("individual"))
+        print(f"{len(files)} MoCo-format logs in {a.moco_logs}/")
+
 # %% ../nbs/13_cli.ipynb #c4825089
 @contextlib.contextmanager
 def _experiment_pool(cfg, mode: str):
@@ -149,6 +157,7 @@ def _run_study(a: argparse.Namespace, path: Path) -> int:
     with _experiment_pool(tc, mode) if tc is not None else contextlib.nullcontext() as specs:
         res = study_results(cfg, text_mode=mode, text_specs=specs)
     out = write_results(res, a.out)
+    _write_moco_logs(a, res)
     pd.set_option("display.width", 220); pd.set_option("display.max_colwidth", 90)
     print(f"study {path}: {len(res['players'])} players; {', '.join(cfg.protocols)} on {', '.join(cfg.tasks)} (exact Shapley over all "
           f"{2 ** len(res['players'])} coalitions)" + (f"; {', '.join(tc.run.protocols)} on the {len(tc.players)} base models" if tc else ""))
@@ -170,7 +179,7 @@ def _run_study(a: argparse.Namespace, path: Path) -> int:
     print(f"\n{mode}: {res['requests']} requests, {res['model_calls']} model calls, {res['seconds']:.1f} s; results in {out}/ (report.html)")
     return 1 if "error" in res["outcomes"] and res["outcomes"].error.notna().any() else 0
 
-def cmd_run(a: argparse.Namespace, # `config`, `live`, `record`, `limit` and `out`
+def cmd_run(a: argparse.Namespace, # `config`, `live`, `record`, `limit`, `out` and `moco_logs`
            ) -> int: # 0, or 1 if any coalition failed
     "`compstrength run`: run a study (default: configs/study.toml) or an experiment config, write the results and the report, print the tables."
     path = Path(a.config) if a.config else (project_root() or Path.cwd())/"configs"/"study.toml"
@@ -182,6 +191,7 @@ def cmd_run(a: argparse.Namespace, # `config`, `live`, `record`, `limit` and `ou
     with _experiment_pool(cfg, mode) as specs:
         res = run_experiment(cfg, mode=mode, specs=specs)
     out = write_results(res, a.out)
+    _write_moco_logs(a, res)
     pd.set_option("display.width", 200)
     cols = ["protocol", "task", "model", "individual", "shapley", "shapley_ci_low", "shapley_ci_high", "loo", "banzhaf", "method", "budget"]
     print(res["values"][[c for c in cols if c in res["values"]]].round(3).to_string(index=False))  # a budgeted run has no Banzhaf
@@ -252,6 +262,41 @@ def cmd_protocols(a: argparse.Namespace, # `json`
         print(df[["name", "roles"]].to_string(index=False))
     return 0
 
+# %% ../nbs/13_cli.ipynb #1b29b9a8
+def cmd_tasks(a: argparse.Namespace, # `names` and `json`
+             ) -> int: # the exit code
+    "`compstrength tasks`: every task (or the named ones) with its kind, rules, dev/test sizes and unscorable items."
+    df = task_table(a.names or None)
+    if a.json: print(json.dumps(df.to_dict("records"), indent=1)); return 0
+    with pd.option_context("display.max_colwidth", 90, "display.width", 250, "display.max_rows", 500):
+        print(df.to_string(index=False))
+    return 0
+
+# %% ../nbs/13_cli.ipynb #308c7d04
+def cmd_import_moco(a: argparse.Namespace, # `logdir` and `out`
+                   ) -> int: # 0; 2 when no game could be attributed
+    "`compstrength import-moco`: values.csv and correlations.csv from MoCo logs; the missing coalitions of incomplete games."
+    res = import_moco(a.logdir, a.out)
+    v = res["values"].round(3)
+    num = v.select_dtypes("number").columns
+    v[num] = v[num] + 0.0  # no "-0.000"
+    print(f"{len(res['files'])} MoCo logs, {len(res['games'])} (method, task) games")
+    pd.set_option("display.width", 220)
+    if len(v):
+        print(v[["method", "task", "model", "individual", "shapley", "shapley_ci_low", "shapley_ci_high", "loo", "loo_ci_low",
+                 "loo_ci_high", "attribution", "n_items"]].round(3).to_string(index=False))
+    c = res["correlations"]
+    if len(c):
+        print("\nIndividual vs compositional strength across the models (Spearman ρ, exact permutation p, bootstrap CI over items):")
+        print(c[["protocol", "task", "x", "y", "n_models", "n_items", "spearman", "spearman_p", "spearman_ci_low", "spearman_ci_high"]
+                + (["verdict"] if "verdict" in c else [])].round(3).to_string(index=False))
+    for g, miss, cfg in res["incomplete"]:
+        print(f"\n{g.method} on {g.task}: {len(g.item_values) - 1} of {2 ** len(g.players) - 1} coalitions ran, too few for Shapley "
+              f"or LOO. Missing: {', '.join('+'.join(sorted(c)) for c in miss)}")
+        if cfg: print(f"  MoCo configs that would run them: {', '.join(str(f) for f in cfg)}")
+    print(f"\nresults in {a.out}/ (values.csv, correlations.csv)")
+    return 0 if len(v) else 2
+
 # %% ../nbs/13_cli.ipynb #565cb522
 def cmd_attribute(a: argparse.Namespace, # `values` (a CSV), `method`, `budget` and `seed`
                  ) -> int: # the exit code
@@ -308,12 +353,19 @@ def cli_parser() -> argparse.ArgumentParser: # the `compstrength` command's pars
                     "from it, ask only the rest and add it as a new part (resumes a long run on any machine)")
     pr.add_argument("--limit", type=int, default=None, help="at most N items per task")
     pr.add_argument("--out", default="results", help="output folder (default: results/)")
+    pr.add_argument("--moco-logs", default=None, metavar="DIR", help="also write the runs as MoCo-format logs (one per protocol, task and coalition)")
     pst = sub.add_parser("study", help="a study at size: collect its batches live (resumable), or report where it stands")
     pst.add_argument("action", choices=["collect", "status"])
     pst.add_argument("config", nargs="?", default=None, help="study TOML (default: configs/study.toml)")
     pst.add_argument("--hours", type=float, default=None, help="collect: end after the batch that crosses this many hours")
     pl = sub.add_parser("protocols", help="list the collaboration protocols and their declarations")
     pl.add_argument("--json", action="store_true", help="as JSON")
+    ptk = sub.add_parser("tasks", help="list the tasks (MoCo's datasets too): kind, scoring rules, dev/test sizes")
+    ptk.add_argument("names", nargs="*", help="only these tasks (default: all)")
+    ptk.add_argument("--json", action="store_true", help="as JSON")
+    pm = sub.add_parser("import-moco", help="compositional strengths from MoCo logs: exact Shapley / LOO with CIs per method and task")
+    pm.add_argument("logdir", help="a folder of MoCo log files (*.json)")
+    pm.add_argument("--out", default="moco_results", help="values.csv, correlations.csv and missing/ (default: moco_results/)")
     pa = sub.add_parser("attribute", help="attribute coalition values from a CSV (coalition,value)")
     pa.add_argument("values", help="CSV with columns coalition (a+b+c; empty or ∅ for the empty coalition) and value")
     pa.add_argument("--method", nargs="+", default=["shapley", "loo", "banzhaf"], choices=METHODS,
@@ -343,7 +395,7 @@ def cli_parser() -> argparse.ArgumentParser: # the `compstrength` command's pars
     return p
 
 # %% ../nbs/13_cli.ipynb #3c99a61b
-USER_ERRORS = (UnknownModelError, ModelDownError, ReplayMissError, ChecksumError, TaskError, ProtocolError, ConfigError, StudyError)
+USER_ERRORS = (UnknownModelError, ModelDownError, ReplayMissError, ChecksumError, TaskError, ProtocolError, ConfigError, StudyError, MocoLogError)
 
 def main(argv: list[str]|None = None, # the arguments (default: `sys.argv[1:]`)
         ) -> int: # the exit code
@@ -351,7 +403,7 @@ def main(argv: list[str]|None = None, # the arguments (default: `sys.argv[1:]`)
     a = cli_parser().parse_args(argv)
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run `finally`/`__exit__`, stop owned servers
-    try: return {"pool": cmd_pool, "run": cmd_run, "protocols": cmd_protocols, "attribute": cmd_attribute, "smoke": cmd_smoke,
+    try: return {"pool": cmd_pool, "run": cmd_run, "protocols": cmd_protocols, "tasks": cmd_tasks, "import-moco": cmd_import_moco, "attribute": cmd_attribute, "smoke": cmd_smoke,
                 "docs": cmd_docs, "study": cmd_study, "serve-trainer": cmd_serve_trainer}[a.cmd](a)
     except USER_ERRORS as e:  # bad input: a clear message, no traceback
         print(f"compstrength: error: {e}", file=sys.stderr)

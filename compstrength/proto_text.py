@@ -21,7 +21,7 @@ __all__ = ['AGGREGATE', 'MajorityVote', 'final_instruction', 'tail', 'replies_bl
 @register
 class MajorityVote(Protocol):
     "Each member answers alone; the most common extracted answer wins (a tie: expectation over the tied answers)."
-    name, version, family, min_size, kinds = "majority_vote", 3, "text", 1, ("numeric", "choice")
+    name, version, family, min_size, kinds = "majority_vote", 3, "text", 1, ("numeric", "choice", "text")
     roles = {"ties": "expectation over the tied answers (fractional score)"}
 
     async def _run(self, calls, task, item, coalition):
@@ -36,6 +36,7 @@ def final_instruction(task, item) -> str:
     if task.kind == "choice":
         letters = choice_letters(len(item.choices))
         return f"Finish with a line that says 'The answer is' followed by the option letter ({', '.join(letters[:-1])} or {letters[-1]})."
+    if task.kind == "text": return "Finish with the final, direct answer wrapped exactly as \\box{ANSWER}."
     return "Finish with a line of the form 'The answer is N.' where N is a number."
 
 # %% ../nbs/04b_proto_text.ipynb #dc02a3f0
@@ -64,7 +65,7 @@ class FollowUp(Protocol):
 @register
 class WeightedVote(Protocol):
     "Each member answers alone; votes are weighted by each member's smoothed dev accuracy."
-    name, family, min_size, kinds, uses_dev = "weighted_vote", "text", 1, ("numeric", "choice"), True
+    name, family, min_size, kinds, uses_dev = "weighted_vote", "text", 1, ("numeric", "choice", "text"), True
     roles = {"weights": "(correct + 1) / (n_dev + 2) on the coalition's own dev answers",
              "ties": "expectation over the tied answers (fractional score)"}
     version = 2
@@ -81,7 +82,7 @@ class WeightedVote(Protocol):
 @register
 class Debate(FollowUp):
     "R rounds: each member updates its answer after reading the others'; final answer by vote (a tie: expectation)."
-    name, family, min_size, kinds = "debate", "text", 1, ("numeric", "choice")
+    name, family, min_size, kinds = "debate", "text", 1, ("numeric", "choice", "text")
     budget_rule = "k·R"
     roles = {"ties": "expectation over the tied final answers (fractional score)",
              "listing": "the other agents' replies in canonical member order"}
@@ -118,7 +119,7 @@ class Debate(FollowUp):
 @register
 class Refine(FollowUp):
     "Drafts, a summarizer's review notes, revisions; R rounds; final answer by vote (a tie: expectation)."
-    name, family, min_size, kinds, uses_dev = "refine", "text", 1, ("numeric", "choice"), True
+    name, family, min_size, kinds, uses_dev = "refine", "text", 1, ("numeric", "choice", "text"), True
     roles = {"summarizer": BEST_ON_DEV, "ties": "expectation over the tied final answers (fractional score)",
              "listing": "drafts in canonical member order"}
     version = 2
@@ -162,7 +163,7 @@ AGGREGATE = ("You have been provided with a set of responses from various models
 @register
 class MixtureOfAgents(FollowUp):
     "Layers of proposers (each reading the previous layer), then an aggregator synthesises the final response."
-    name, family, min_size, kinds, uses_dev = "moa", "text", 1, ("numeric", "choice"), True
+    name, family, min_size, kinds, uses_dev = "moa", "text", 1, ("numeric", "choice", "text"), True
     roles = {"aggregator": BEST_ON_DEV, "listing": "responses in canonical member order"}
     budget_rule = "k·L + 1"
     def __init__(self, layers: int = 1, # proposer layers
@@ -200,7 +201,7 @@ def parse_ab(text: str) -> str|None:
 @register
 class RankFusion(FollowUp):
     "A ranker judges pairs of the members' replies; the top-k are fused by a member (LLM-Blender style)."
-    name, family, min_size, kinds, uses_dev = "rank_fusion", "text", 1, ("numeric", "choice"), True
+    name, family, min_size, kinds, uses_dev = "rank_fusion", "text", 1, ("numeric", "choice", "text"), True
     roles = {"ranker": BEST_ON_DEV,
              "fuser": "the same member as the ranker",
              "pairs": "each pair judged once, the earlier member in canonical order as Response A",
@@ -243,7 +244,7 @@ class RankFusion(FollowUp):
 @register
 class SelfConsistency(Protocol):
     "Each member samples n answers; the answer of the most self-consistent member wins (ties: expectation)."
-    name, family, min_size, kinds = "self_consistency", "text", 1, ("numeric", "choice")
+    name, family, min_size, kinds = "self_consistency", "text", 1, ("numeric", "choice", "text")
     singleton = "the member's majority answer over its n samples (self-consistency alone)"
     alone_when_single = False
     budget_rule = "n·k"

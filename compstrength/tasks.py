@@ -16,11 +16,13 @@ import pandas as pd
 
 from .files import Artifact, data_dir, fetch_artifact, home_dir
 from .sandbox import run_sandboxed
+from .moco_rules import (boxed_prompt, calculate_exact_match, calculate_f1_score, code_program, extract_answer_text,
+                                     extract_code_block, format_mcq_question, parse_model_response_mcq, popqa_aliases)
 
 # %% auto #0
-__all__ = ['KINDS', 'EXTRACTOR_VERSION', 'DATA_ARTIFACTS', 'TASKS', 'Item', 'TaskError', 'Task', 'choice_letters',
-           'prompt_messages', 'extract_number', 'extract_choice', 'extract_code', 'Scored', 'score', 'read_jsonl',
-           'eval_arithmetic', 'task_from_file', 'load_task']
+__all__ = ['KINDS', 'EXTRACTOR_VERSION', 'DATA_ARTIFACTS', 'MOCO_PACKAGE', 'MOCO_DATASETS', 'TASKS', 'Item', 'TaskError', 'Task',
+           'choice_letters', 'prompt_messages', 'extract_number', 'extract_choice', 'extract_code', 'Scored', 'score',
+           'read_jsonl', 'eval_arithmetic', 'task_from_file', 'load_task', 'task_table']
 
 # %% ../nbs/03_tasks.ipynb #e9a85648
 @dataclass(frozen=True)
@@ -42,13 +44,13 @@ def _split_of(item_id: str, dev_fraction: float) -> str:
     return "dev" if h < dev_fraction else "test"
 
 # %% ../nbs/03_tasks.ipynb #34e831c4
-KINDS = ("numeric", "choice", "code")
+KINDS = ("numeric", "choice", "code", "text")
 
 @dataclass
 class Task:
     "A benchmark task: items of one kind, with prompts, extraction and scoring."
     name: str
-    kind: str  # "numeric", "choice" or "code"
+    kind: str  # "numeric", "choice", "code" or "text"
     items: list
     source: str = ""
 
@@ -63,13 +65,18 @@ class Task:
     def __getitem__(self, i): return self.items[i]
     def __repr__(self): return f"Task({self.name!r}, kind={self.kind!r}, {len(self)} items)"
 
+    @property
+    def rules(self) -> str:
+        "Whose prompts and scoring rules apply: \"moco\" for MoCo's datasets (`moco:…` tasks), else \"compstrength\"."
+        return "moco" if self.name.startswith("moco:") else "compstrength"
+
     def split(self, name: str, # "dev", "test" or "all"
               dev_fraction: float = 0.2 # share of items in dev
              ) -> "Task":
-        "The items of one split (fixed by item id)."
+        "The items of one split (the source's own split when an item carries one, else fixed by item id)."
         if name == "all": return self
         if name not in ("dev", "test"): raise TaskError(f"split must be dev, test or all, not {name!r}")
-        return Task(f"{self.name}", self.kind, [i for i in self.items if _split_of(i.id, dev_fraction) == name], self.source)
+        return Task(f"{self.name}", self.kind, [i for i in self.items if (i.meta.get("split") or _split_of(i.id, dev_fraction)) == name], self.source)
 
     def sample(self, n: int|None, # items to keep (None: all)
                seed: int = 0 # sampling seed
@@ -84,17 +91,20 @@ class Task:
         return pd.DataFrame([dict(id=i.id, question=i.question, answer=i.answer, **i.meta) for i in self.items])
 
 # %% ../nbs/03_tasks.ipynb #8b048b46
-def choice_letters(n: int # number of options (at most 10)
+def choice_letters(n: int # number of options (at most 26)
                   ) -> str: # their letters, in order
     "The option letters of a choice item with `n` options."
-    return "ABCDEFGHIJ"[:n]
+    return "ABCDEFGHIJKLMNOPQRSTUVWXYZ"[:n]
 
 # %% ../nbs/03_tasks.ipynb #c38da715
 def prompt_messages(task: Task, # the task (its kind sets the prompt)
                     item: Item, # the item to ask
                    ) -> list[dict]: # one user message
-    "The chat messages that ask `item` of a model."
-    if task.kind == "numeric":
+    "The chat messages that ask `item` of a model (MoCo's datasets: MoCo's own prompts)."
+    if task.rules == "moco" and task.kind == "choice": body = format_mcq_question(item.question, list(item.choices))
+    elif task.rules == "moco" and task.kind == "code": body = item.question
+    elif task.kind == "text": body = boxed_prompt(item.question)
+    elif task.kind == "numeric":
         body = (f"Solve this problem. Show brief working, then finish with a line of the form "
                 f"'The answer is N.' where N is a number.\n\nProblem: {item.question}")
     elif task.kind == "choice":
@@ -192,7 +202,23 @@ def score(task: Task, # the item's task (its kind sets the scorer)
           reply: str, # the model's (or the protocol's) final reply
           timeout: float = 10.0, # sandbox seconds, for code
          ) -> Scored:
-    "Score one reply to one item."
+    "Score one reply to one item (MoCo's datasets: by MoCo's rules)."
+    if task.kind == "text":  # exact match (or token F1) of the answer read as MoCo reads it
+        got = extract_answer_text(reply)
+        if item.meta.get("metric") == "f1":
+            golds = popqa_aliases(item.answer) if item.meta.get("aliases") else [item.answer]
+            return Scored(max(calculate_f1_score(got, g) for g in golds), got)
+        return Scored(calculate_exact_match(got, item.answer, item.meta.get("answer_type")), got)
+    if task.rules == "moco" and task.kind == "choice":
+        got = parse_model_response_mcq(reply, list(item.choices))[0]
+        return Scored(float(got == item.answer), got)
+    if task.rules == "moco" and task.kind == "code":  # MoCo's program (`candidate` = the first function), in our sandbox
+        prog = code_program(extract_code_block(reply, item.meta.get("language", "python")), item.answer)
+        if prog is None: return Scored(0.0, "failed", "no tests" if not item.answer else "no function defined")
+        r = run_sandboxed(prog, timeout=timeout, memory_mb=512)
+        ok = r.returncode == 0 and "AssertionError" not in r.stderr
+        return Scored(float(ok), "passed" if ok else "failed",
+                      "" if ok else "timeout" if r.timed_out else r.stderr.strip().splitlines()[-1][:200] if r.stderr.strip() else "")
     if task.kind == "numeric":
         got, gold = extract_number(reply), float(item.answer)
         ok = got is not None and math.isclose(got, gold, rel_tol=1e-9, abs_tol=1e-6)
@@ -298,6 +324,74 @@ def _arithmetic(path, name="arithmetic"):
                                                                    expression=d["expression"], template=d.get("template", ""))))
     return Task(name, "numeric", items, f"compstrength data/{fname} (project-authored)")
 
+# %% ../nbs/03_tasks.ipynb #14f988c9
+MOCO_PACKAGE = ("modelco", "1.1.2")
+MOCO_DATASETS = {  # dataset -> (MoCo task_type, sha256, size) of model_collaboration/data/<dataset>.json in the sdist
+    "agieval": ("multiple_choice", "1864b93a8e88b5bcd651936d763082ea6d00a92d56fc87f48384d5d6e8ec1f37", 3_986_052),
+    "agieval_tiny": ("multiple_choice", "1aa35f074f3f3ca75a97a8b6be41a4896fe5138cd4ca0e613eb82c0e12f9a4a6", 141_504),
+    "arc_challenge": ("multiple_choice", "9b67593b3d4f904b6dfa955bb1bc31a321536ddad28ef1faa249c56d21ef70fa", 735_816),
+    "bbh": ("exact_match", "ee44d7bb83f25998ba31337db9ceb3a1699b3508e3ec8b590d048c843bbd45a6", 1_054_639),
+    "bixbench": ("multiple_choice", "e9a8d095c23aae2ebbb5d86ab87a16ca134c68f4fae49859f977bd4b48b2a4ef", 102_453),
+    "blend": ("multiple_choice", "113b34026b41252749d2fa3350ef8afdbfa94b6eeec12157237fda61bea54d6a", 1_000_897),
+    "chembench": ("multiple_choice", "3592baea3932a5bd5bda40b0b813678414cbc288a614695cbd71325623ff7967", 570_483),
+    "communitybench": ("multiple_choice", "ace6252b93a8f3dc2965542ef2c31536893944ee40116b410b8778d8b6e1b269", 2_050_517),
+    "culturalbench_hard": ("multiple_choice", "1430f15563b44c9779c9a8b79034dc9ca5cb0b12ae434d3fcf6dba3e3a338f23", 602_411),
+    "culturebench": ("exact_match", "43c1fb775ed3bbddc2dfd1f5d4bcca84b82799d9186f40a751293ddafee4a73b", 1_691_314),
+    "gpqa_diamond": ("multiple_choice", "ae0b25ddee7ba4ed9c2cd219176f06419d6b925fabdd5ebaf12bf9c9a7803ffd", 154_951),
+    "gpqa_extended": ("multiple_choice", "4a6f14bd28f69483229e0c01bfe1f0f678a7a6ff481da8893c39d9bfcf2151dc", 471_527),
+    "gpqa_main": ("multiple_choice", "4878639b8b1304ce74713e28eedaf9079cbe566cb67d252fda34fd84c24a4ab0", 362_388),
+    "gsm8k": ("exact_match", "fa803a5cd0c0d615f705a5641a8f77dbffbecc610392402e99e70358db29d798", 441_227),
+    "humaneval": ("coding", "05d9bf1acd25f37561454b19a18ce8620236ad8c622ded27b3bea73a7b0d657e", 187_307),
+    "kaleidoscope": ("multiple_choice", "4b759292ad4bf8e1450cb5f0133a9919e2b4be905e11abf76d7722c345105e96", 969_445),
+    "lab_bench": ("multiple_choice", "2eeb34f2470ae4e674c79885ab87607b56491f1748959488bdb9c33defd34ec6", 2_065_789),
+    "math": ("exact_match", "4360c8bac1ede11cdd03f97ed56a2937ac65bd6b00e1eddec21db461e5a9847b", 492_277),
+    "mbpp": ("coding", "f09e1c079e57a1cd5deb0482c2946119ea3d00c7a3c096f2b6bb252efc2e4c7b", 603_069),
+    "medmcqa": ("multiple_choice", "0712d501432b8e507c10704fc021ca3c1c9d5588bd1ae7c9adb6d856d40f3b7f", 1_551_113),
+    "medqa": ("multiple_choice", "8d657a29b6d40dabfdfc4d8cd32dd995068a8600e39e455fd9552c4e9dd18104", 1_309_817),
+    "mixeval": ("multiple_choice", "b22096652e78235c50a2587ccf4f051752ad90587eb6b51c1029346a498b2ee1", 388_043),
+    "mmlu_redux": ("multiple_choice", "d32f9a4ae695b3826e628d371f1b663621e72a95275339645c0ed01ebfedaeb6", 1_196_432),
+    "mmluprox": ("multiple_choice", "f6cb936061861b6459c24b89af01b5579c19ee9d4b52940e5fa052a65d300c77", 1_186_137),
+    "popqa": ("f1_match", "5f6cc194178b8cc4af39412aa051c1a5613d35bd1f5eae02a4aecb847735d089", 522_257),
+    "pubmedqa": ("exact_match", "04d800d6b826efaef962bbe817b55df29d8b5086920ea790a2db7b7ce7fbf2a9", 1_599_770),
+    "sciencemeter": ("multiple_choice", "531852db2cd1f19583b36e56290f7a36976b614a623f05ec3b596f8987420186", 3_844_823),
+    "sciriff": ("exact_match", "8cd3d6ed2d27f3b20a391b902dde90a1c85022488b2f8c0cd89d4ac4df68e457", 600_718),
+    "tablemwp_free_text": ("exact_match", "83c9c52741a4706bacff34a866e44314cd77ccb2bebcd9f37647aa9da8d7ff7e", 268_200),
+    "tablemwp_multiple_choice": ("multiple_choice", "00b2e0a997e09364da8148630ba707bfe8831ef5d563f52bcbf46b7b28333f37", 116_465),
+    "theoremqa": ("exact_match", "7bf19c9eb0d9988db58870fe29c43e7e473117dc6a16efe0e1aa4f3af397a19c", 268_423),
+    "truthfulqa": ("multiple_choice", "03652c961453ca91eb44cbcd2b42853749752687b24928efdc3eb9a7d0bbc089", 392_486),
+    "wikidyk": ("f1_match", "7b7d6d8ffbc7cc2e3736de6d8736560a44bd5552915f5e12cb5ef8fb12ca44e5", 699_017),
+}
+_MOCO_KIND = {"multiple_choice": "choice", "exact_match": "text", "f1_match": "text", "coding": "code"}
+
+DATA_ARTIFACTS.update({f"moco:{n}": Artifact(f"moco-{n}.json", ((*MOCO_PACKAGE, f"modelco-1.1.2/model_collaboration/data/{n}.json"),), h, s, dist="sdist")
+                       for n, (_, h, s) in MOCO_DATASETS.items()})
+
+# %% ../nbs/03_tasks.ipynb #e2ec523b
+def _moco(path, name: str):
+    "A MoCo dataset file as a task: MoCo's splits, prompts' inputs and gold answers."
+    try: d = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (ValueError, OSError) as e: raise TaskError(f"{path}: not a readable MoCo dataset ({e})") from None
+    tt = d.get("task_type") if isinstance(d, dict) else None
+    if tt not in _MOCO_KIND: raise TaskError(f"{path}: MoCo task_type {tt!r} is not one of {sorted(_MOCO_KIND)}")
+    items, left_out = [], 0
+    for split in ("dev", "test"):
+        for k, r in enumerate(d.get(split) or []):
+            meta = dict(source=f"modelco==1.1.2 data/{name}.json", split=split, moco_id=str(r.get("id")), position=k)
+            iid = f"moco-{name}-{split}-{k:05d}"
+            if tt == "multiple_choice":
+                opts, gold = tuple(str(v) for v in r["choices"].values()), str(r["answer"]).strip()
+                if gold not in choice_letters(len(opts)): meta["unscorable"] = f"gold {gold!r} is not a positional option letter"
+                items.append(Item(iid, r["question"], gold, opts, meta))
+            elif tt == "coding":
+                if not r.get("test"): meta["unscorable"] = "no tests"
+                items.append(Item(iid, r.get("input", r.get("question", r.get("prompt", ""))), r.get("test") or "",
+                                  meta=dict(meta, language=r.get("language", "python"))))
+            elif r.get("output") is None: left_out += 1
+            else: items.append(Item(iid, r["input"], str(r["output"]), meta=dict(
+                meta, metric="f1" if tt == "f1_match" else "exact", answer_type=r.get("answer_type"), aliases=name == "popqa")))
+    note = f"; {left_out} items without a gold answer left out" if left_out else ""
+    return Task(f"moco:{name}", _MOCO_KIND[tt], items, f"modelco==1.1.2 model_collaboration/data/{name}.json (MoCo){note}")
+
 # %% ../nbs/03_tasks.ipynb #fdadf7e9
 def task_from_file(path: str|Path, # a .jsonl or .csv file
                    name: str|None = None, # task name (default: the file's stem)
@@ -331,7 +425,8 @@ def _data_store():
 # %% ../nbs/03_tasks.ipynb #292528b7
 TASKS = {"gsm8k": _gsm8k, "mmlu": _mmlu, "humaneval": _humaneval, "arithmetic": _arithmetic,
          "arithmetic1k": partial(_arithmetic, name="arithmetic1k"),
-         "arithmetic_crl": partial(_arithmetic, name="arithmetic_crl")}  # C-RL's items: disjoint from the study's
+         "arithmetic_crl": partial(_arithmetic, name="arithmetic_crl"),  # C-RL's items: disjoint from the study's
+         **{f"moco:{n}": partial(_moco, name=n) for n in MOCO_DATASETS}}
 
 def load_task(name: str, # a name in `TASKS`, or a path to a .jsonl/.csv file
               split: str = "all", # "dev", "test" or "all"
@@ -343,5 +438,18 @@ def load_task(name: str, # a name in `TASKS`, or a path to a .jsonl/.csv file
         path = fetch_artifact(DATA_ARTIFACTS[name], store=_data_store()) if name in DATA_ARTIFACTS else data_dir()/f"{name}.jsonl"
         task = TASKS[name](path)
     elif Path(name).suffix in (".jsonl", ".csv", ".gz"): task = task_from_file(name)
-    else: raise TaskError(f"unknown task {name!r}: choose one of {sorted(TASKS)} or give a .jsonl/.csv path")
+    else:
+        own = sorted(n for n in TASKS if not n.startswith("moco:"))
+        raise TaskError(f"unknown task {name!r}: choose one of {own}, moco:<dataset> (one of {sorted(MOCO_DATASETS)}), or give a .jsonl/.csv path")
     return task.split(split).sample(limit, seed)
+
+# %% ../nbs/03_tasks.ipynb #2789926c
+def task_table(names: Sequence[str]|None = None, # task names (default: every task in `TASKS`)
+              ) -> pd.DataFrame: # one row per task
+    "Each task's kind, rules, dev and test sizes, and unscorable items (gold answers no reply can match)."
+    rows = []
+    for n in (names or TASKS):
+        t = load_task(n)
+        rows.append(dict(task=n, kind=t.kind, rules=t.rules, dev=len(t.split("dev")), test=len(t.split("test")),
+                         unscorable=sum("unscorable" in i.meta for i in t), source=t.source))
+    return pd.DataFrame(rows)
