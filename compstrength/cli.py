@@ -183,6 +183,7 @@ def cmd_run(a: argparse.Namespace, # `config`, `live`, `record`, `limit`, `out` 
            ) -> int: # 0, or 1 if any coalition failed
     "`compstrength run`: run a study (default: configs/study.toml) or an experiment config, write the results and the report, print the tables."
     path = Path(a.config) if a.config else (project_root() or Path.cwd())/"configs"/"study.toml"
+    if getattr(a, "moco_logs", None): Path(a.moco_logs).mkdir(parents=True, exist_ok=True)  # a folder we cannot write fails before any model call
     if _is_study(path): return _run_study(a, path)
     cfg = load_config(path)
     if a.limit:
@@ -284,7 +285,7 @@ def cmd_import_moco(a: argparse.Namespace, # `logdir` and `out`
     pd.set_option("display.width", 220)
     if len(v):
         print(v[["method", "task", "model", "individual", "shapley", "shapley_ci_low", "shapley_ci_high", "loo", "loo_ci_low",
-                 "loo_ci_high", "attribution", "n_items"]].round(3).to_string(index=False))
+                 "loo_ci_high", "attribution", "n_items"]].to_string(index=False))
     c = res["correlations"]
     if len(c):
         print("\nIndividual vs compositional strength across the models (Spearman ρ, exact permutation p, bootstrap CI over items):")

@@ -16,8 +16,8 @@ import pandas as pd
 
 from .files import Artifact, data_dir, fetch_artifact, home_dir
 from .sandbox import run_sandboxed
-from .moco_rules import (boxed_prompt, calculate_exact_match, calculate_f1_score, code_program, extract_answer_text,
-                                     extract_code_block, format_mcq_question, parse_model_response_mcq, popqa_aliases)
+from .moco_rules import boxed_prompt, calculate_exact_match, calculate_f1_score, code_program, popqa_aliases
+from .moco_rules import extract_answer_text, extract_code_block, format_mcq_question, parse_model_response_mcq
 
 # %% auto #0
 __all__ = ['KINDS', 'EXTRACTOR_VERSION', 'DATA_ARTIFACTS', 'MOCO_PACKAGE', 'MOCO_DATASETS', 'TASKS', 'Item', 'TaskError', 'Task',
