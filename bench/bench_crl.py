@@ -120,6 +120,28 @@ def pilot_line(v: dict) -> str:
             f"same as individual {v['frac_same_as_individual']:.2f} [{s.low:.2f}, {s.high:.2f}] (limit < {v['max_same']})")
 
 
+def cis(items: pd.DataFrame, step: int, protocol: str, when: str) -> dict:
+    """95% intervals over the held-out items of one evaluation: exact (Clopper-Pearson) for the accuracies when every
+    score is 0 or 1, else a percentile bootstrap; a bootstrap (seed 0, 2000 draws) for the policy's Shapley value and LOO."""
+    from scipy.stats import binomtest
+    from compstrength.attribution import bootstrap_ci
+    f = items[(items.step == step) & (items.protocol == protocol)] if len(items) else items
+    out = {f"{m}_{when}_{e}": None for m in ("system", "policy_alone", "shapley", "loo") for e in ("lo", "hi")}
+    if f.empty: return out
+    per = pd.DataFrame({"system": f.system, "policy_alone": f.policy_alone, "loo": f.system - f.without_policy})
+    if "shapley" in f: per["shapley"] = f.shapley  # logs written before the per-item Shapley values have no such column
+    boot = bootstrap_ci(per.reset_index(drop=True))
+    for m in per.columns:
+        x = per[m].to_numpy()
+        if m in ("system", "policy_alone") and np.isin(x, (0, 1)).all():
+            ci = binomtest(int(x.sum()), len(x)).proportion_ci()
+            lo, hi = ci.low, ci.high
+        else:
+            lo, hi = boot.loc[m, "ci_low"], boot.loc[m, "ci_high"]
+        out[f"{m}_{when}_lo"], out[f"{m}_{when}_hi"] = float(lo), float(hi)
+    return out
+
+
 def summarize(a, out: Path, pilot: dict|None) -> tuple[pd.DataFrame, str]:
     "summary.csv (one row per arm and seed) and test.txt (the paired test on the runs complete in both arms)."
     rows, finals = [], []
@@ -139,13 +161,15 @@ def summarize(a, out: Path, pilot: dict|None) -> tuple[pd.DataFrame, str]:
                              zero_signal_frac=float(np.mean([r["frac_reward_zero_std"] for r in tr])) if tr else None,
                              shapley_before=b.get("shapley"), shapley_after=e.get("shapley"), loo_before=b.get("loo"), loo_after=e.get("loo"),
                              mean_train_reward=float(np.mean([r["reward"] for r in tr])) if tr else None,
-                             samples=len(tr) * a.prompts * a.group, wall_s=wall))
+                             samples=len(tr) * a.prompts * a.group, wall_s=wall,
+                             **cis(items, 0, a.protocol, "before"), **cis(items, a.steps, a.protocol, "after")))
             if e and len(items):
                 f = items[(items.step == a.steps) & (items.protocol == a.protocol)]
                 finals.append(f.assign(arm=arm, seed=seed)[["arm", "seed", "item", "system", "policy_alone"]])
     cols = ["arm", "seed", "steps", "heldout_items", "system_before", "system_after", "policy_alone_before", "policy_alone_after",
             "frac_same_as_individual", "zero_signal_frac", "shapley_before", "shapley_after", "loo_before", "loo_after",
             "mean_train_reward", "samples", "wall_s"]
+    cols += [f"{m}_{w}_{e}" for w in ("before", "after") for m in ("system", "policy_alone", "shapley", "loo") for e in ("lo", "hi")]
     summary = pd.DataFrame(rows, columns=cols)
     summary.to_csv(out/"summary.csv", index=False)
     lines = [f"## C-RL vs individual RL in {a.protocol}: policy SmolLM2-135M-Instruct + LoRA r=8, partners {', '.join(PARTNERS)}",

@@ -493,7 +493,7 @@ class CRLRun:
     # --- evaluation
     def evaluate(self, health: dict|None = None, step: int = 0) -> list[dict]:
         "The current version on the held-out items: alone, in the system, and its Shapley value and LOO, per protocol (per-item scores in `eval_items.jsonl`)."
-        from compstrength.attribution import attribute
+        from compstrength.attribution import attribute, attribute_items
         from compstrength.game import CoalitionGame
         health = health or self.trainer.health()
         pool, out = self._pool_at(health), []
@@ -508,11 +508,12 @@ class CRLRun:
             sh, loo = attribute(v, players, "shapley"), attribute(v, players, "loo")
             P, N = self.cfg.policy, frozenset(players)
             iv = game.item_values(oc)  # per item, for the paired test between arms
+            si = attribute_items(iv, players, "shapley")[P].to_numpy()  # per item: the CIs of the policy's Shapley value
             with open(self.dir/"eval_items.jsonl", "a") as f:
                 for k, it in enumerate(self.eval_items):
                     f.write(json.dumps(dict(run=self.run_id, step=step, version=health["policy_version"], protocol=name, item=it.id,
                                             system=float(iv[N][k]), policy_alone=float(iv[frozenset([P])][k]),
-                                            without_policy=float(iv[N - {P}][k]))) + "\n")
+                                            without_policy=float(iv[N - {P}][k]), shapley=float(si[k]))) + "\n")
             out.append(dict(kind="eval", step=step, version=health["policy_version"], protocol=name,
                             policy_alone=v[frozenset([P])], system=v[N], without_policy=v[N - {P}],
                             shapley=float(sh[P]), loo=float(loo[P]), n_items=len(self.eval_items),

@@ -84,7 +84,9 @@ def test_one_crl_step(tmp_path, live):
     items = pd.read_json(tmp_path/"run"/"eval_items.jsonl", lines=True)  # per held-out item, for the paired test
     assert sorted(set(zip(items.step, items.protocol))) == sorted(zip(ev.step, ev.protocol))
     for (st, pr), g in items.groupby(["step", "protocol"]):
-        assert len(g) == cfg().n_eval and abs(g.system.mean() - ev[(ev.step == st) & (ev.protocol == pr)].system.iloc[0]) < 1e-9
+        e = ev[(ev.step == st) & (ev.protocol == pr)].iloc[0]
+        assert len(g) == cfg().n_eval and abs(g.system.mean() - e.system) < 1e-9
+        assert abs(g.shapley.mean() - e.shapley) < 1e-9  # Shapley is linear: the per-item values average to the game's
     w1 = adapter(s.dir, 1)
     changed = any(not torch.equal(w0[k], w1[k]) for k in w0)
     signal_ = bool((tr.frac_reward_zero_std < 1).any())

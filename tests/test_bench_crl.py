@@ -1,0 +1,59 @@
+"The C-RL bench's summary: every accuracy, Shapley value and LOO it reports comes with its 95% interval over the held-out items."
+import argparse, json, sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy.stats import binomtest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]/"bench"))
+import bench_crl
+
+
+def args(**kw):
+    a = dict(protocol="moa", difficulty=[1, 2], seeds=[0], steps=3, prompts=4, group=4, max_tokens=128, n_train=118, n_eval=200,
+             temperature=0.8, updates=2, lr=2e-4)
+    return argparse.Namespace(**{**a, **kw})
+
+
+def write_run(d: Path, rng, a, shapley: bool = True):
+    "A finished run's client files: train rows, and evaluations before and after with their per-item scores."
+    d.mkdir(parents=True)
+    rows = [dict(kind="train", step=s, frac_same_as_individual=0.25, frac_reward_zero_std=0.5, reward=0.4) for s in range(a.steps)]
+    with open(d/"eval_items.jsonl", "w") as f:
+        for step in (0, a.steps):
+            it = pd.DataFrame(dict(item=[f"arith-{1001 + k}" for k in range(a.n_eval)], system=rng.integers(0, 2, a.n_eval),
+                                   policy_alone=rng.integers(0, 2, a.n_eval), without_policy=rng.integers(0, 2, a.n_eval),
+                                   shapley=rng.uniform(-0.5, 0.5, a.n_eval)))
+            if not shapley: it = it.drop(columns="shapley")
+            for r in it.to_dict("records"): f.write(json.dumps(dict(run=d.name, step=step, protocol=a.protocol, **r)) + "\n")
+            rows.append(dict(kind="eval", step=step, protocol=a.protocol, n_items=a.n_eval, system=it.system.mean(),
+                             policy_alone=it.policy_alone.mean(), shapley=it.shapley.mean() if shapley else 0.0,
+                             loo=(it.system - it.without_policy).mean()))
+    (d/"log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_summary_has_an_interval_for_every_reported_value(tmp_path):
+    a, rng = args(), np.random.default_rng(0)
+    for arm in bench_crl.ARMS: write_run(tmp_path/"runs"/f"{arm}-{bench_crl.tag(a)}-seed0", rng, a)
+    summary, text = bench_crl.summarize(a, tmp_path, None)
+    assert len(summary) == 2 and (tmp_path/"summary.csv").exists() and "PRIMARY" in text
+    items = pd.read_json(tmp_path/"runs"/f"crl-{bench_crl.tag(a)}-seed0"/"eval_items.jsonl", lines=True)
+    row = summary[summary.arm == "crl"].iloc[0]
+    for when, step in (("before", 0), ("after", a.steps)):
+        for m in ("system", "policy_alone", "shapley", "loo"):
+            lo, hi, v = row[f"{m}_{when}_lo"], row[f"{m}_{when}_hi"], row[f"{m}_{when}"]
+            assert lo < v < hi, (m, when, lo, v, hi)
+        f = items[items.step == step]
+        exact = binomtest(int(f.system.sum()), len(f)).proportion_ci()  # accuracies: the exact binomial interval
+        assert (row[f"system_{when}_lo"], row[f"system_{when}_hi"]) == (exact.low, exact.high)
+    back = pd.read_csv(tmp_path/"summary.csv")
+    assert list(back.columns) == list(summary.columns) and back.shapley_after_lo.notna().all()
+
+
+def test_logs_without_per_item_shapley_leave_its_interval_empty(tmp_path):
+    "Logs from before the per-item Shapley values: the other intervals are there, and Shapley's is left empty rather than made up."
+    a, rng = args(), np.random.default_rng(1)
+    for arm in bench_crl.ARMS: write_run(tmp_path/"runs"/f"{arm}-{bench_crl.tag(a)}-seed0", rng, a, shapley=False)
+    summary, _ = bench_crl.summarize(a, tmp_path, None)
+    assert summary.shapley_before_lo.isna().all() and summary.loo_before_lo.notna().all() and summary.system_after_hi.notna().all()
