@@ -90,12 +90,13 @@ def test_cli_uses_only_public_names_of_other_modules():
 def test_extend_resumes_from_the_committed_recording_alone(tmp_path, isolated_home):
     # a long run spans sessions and machines: `--extend` grows a folder recording part by part, and a machine whose caches
     # are gone (here: the home's call and coalition caches deleted) answers what the folder holds from it, with no model call.
-    # Two small members answering directly (24 tokens at most) keep the live part to seconds.
+    # Two small members answering directly (24 tokens at most) keep the live part to seconds. Logit fusion makes calls of its
+    # own in every coalition (scoring the candidates), beyond the members' own answers that majority vote reuses.
     import gzip, json, shutil
     rec = tmp_path/"rec"
     cfg = tmp_path/"small.toml"
     cfg.write_text('[pool]\nembedded = ["smollm2-135m", "qwen2.5-coder-0.5b"]\nstyles = ["direct"]\n[[tasks]]\nname = "arithmetic"\nsplit = "test"\n'
-                   f'limit = 2\nseed = 0\n[run]\nprotocols = ["majority_vote"]\nn_boot = 50\nrecording = "{rec}"\n')
+                   f'limit = 2\nseed = 0\n[run]\nprotocols = ["majority_vote", "logit_fusion"]\nn_boot = 50\nrecording = "{rec}"\n')
     def run(*flags):
         r = subprocess.run(CLI + ["run", str(cfg), *flags, "--out", str(tmp_path/"o")], capture_output=True, text=True, timeout=600)
         assert r.returncode == 0, r.stderr[-2000:]
@@ -104,8 +105,17 @@ def test_extend_resumes_from_the_committed_recording_alone(tmp_path, isolated_ho
     assert "extend:" in first and " 0 model calls" not in first
     assert sorted(p.name for p in rec.iterdir()) == ["part-0001.jsonl.gz"]
     lines = gzip.decompress((rec/"part-0001.jsonl.gz").read_bytes()).decode().splitlines()
-    assert len(lines) == 2 * 2 and len({json.loads(l)["key"] for l in lines}) == len(lines)  # 2 members × 2 items, once each
+    keys = [json.loads(l)["key"] for l in lines]
+    assert len(set(keys)) == len(keys)  # every call once
+    assert len(keys) > 2 * 2  # the 2 members' own answers to the 2 items, and the fusion's scoring calls
     values = pd.read_csv(tmp_path/"o"/"values.csv")
+    # a run killed before it wrote its part (SIGKILL; SIGTERM with no handler) leaves its answers in the caches alone: the next
+    # --extend runs every coalition through its calls again, so the recording gets them back, with no model call
+    (rec/"part-0001.jsonl.gz").unlink()
+    healed = run("--extend")
+    assert " 0 model calls" in healed and sorted(p.name for p in rec.iterdir()) == ["part-0001.jsonl.gz"]
+    back = [json.loads(l) for l in gzip.decompress((rec/"part-0001.jsonl.gz").read_bytes()).decode().splitlines()]
+    assert sorted((d["key"], d["completion"]["text"]) for d in back) == sorted((d["key"], d["completion"]["text"]) for d in map(json.loads, lines))
     for d in ("calls", "coalitions"): shutil.rmtree(isolated_home/d)  # a new machine: no cache, the recording alone
     again = run("--extend")
     assert " 0 model calls" in again and sorted(p.name for p in rec.iterdir()) == ["part-0001.jsonl.gz"]  # nothing new: no new part
