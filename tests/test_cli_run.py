@@ -109,7 +109,7 @@ def test_extend_resumes_from_the_committed_recording_alone(tmp_path, isolated_ho
     assert len(set(keys)) == len(keys)  # every call once
     assert len(keys) > 2 * 2  # the 2 members' own answers to the 2 items, and the fusion's scoring calls
     values = pd.read_csv(tmp_path/"o"/"values.csv")
-    # a run killed before it wrote its part (SIGKILL; SIGTERM with no handler) leaves its answers in the caches alone: the next
+    # coalition results in the cache whose calls the recording lacks (a run killed before it wrote its part, say): the next
     # --extend runs every coalition through its calls again, so the recording gets them back, with no model call
     (rec/"part-0001.jsonl.gz").unlink()
     healed = run("--extend")
