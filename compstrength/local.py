@@ -115,8 +115,8 @@ def free_port() -> int:
 
 # %% ../nbs/01_local.ipynb #abaa220f
 def _pdeathsig():
-    "In the child: ask the kernel for SIGTERM when the parent dies (Linux)."
-    try: ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    "In the child: ask the kernel for SIGKILL when the parent dies (Linux)."
+    try: ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except OSError: pass
 
 # %% ../nbs/01_local.ipynb #61b13891
