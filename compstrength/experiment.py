@@ -6,7 +6,7 @@ Docs: https://compstrength.github.io/compstrength/experiment.html.md"""
 
 # %% ../nbs/08_experiment.ipynb #b21bce06
 from __future__ import annotations
-import dataclasses, itertools, time, tomllib
+import dataclasses, hashlib, itertools, time, tomllib
 from pathlib import Path
 from typing import Literal, Sequence
 
@@ -26,9 +26,9 @@ from .report import build_report
 
 # %% auto #0
 __all__ = ['SETTING', 'VERDICT_RULE', 'ConfigError', 'players_from', 'PoolConfig', 'TaskConfig', 'ProtocolConfig', 'RunConfig',
-           'budgeted_evaluate', 'ExperimentConfig', 'load_config', 'experiment_games', 'dummy_members',
-           'duplicate_settings', 'protocol_table', 'budgeted_values_table', 'run_experiment', 'headline',
-           'write_results']
+           'budgeted_evaluate', 'ExperimentConfig', 'load_config', 'recording_digest', 'experiment_games',
+           'dummy_members', 'duplicate_settings', 'protocol_table', 'budgeted_values_table', 'run_experiment',
+           'headline', 'write_results']
 
 # %% ../nbs/08_experiment.ipynb #5997fbab
 class ConfigError(ValueError):
@@ -284,6 +284,18 @@ def load_config(path: str|Path|None = None # a TOML file (default: configs/defau
             msgs.append(f"{where}: {msg}" if where and err["type"] != "extra_forbidden" else msg)
         raise ConfigError(f"{path}: " + "; ".join(msgs)) from None
 
+# %% ../nbs/08_experiment.ipynb #913bf89c
+def recording_digest(path: str|Path, # a recording: a JSONL file or a folder of gzipped parts
+                    ) -> str: # 16 hex digits
+    "A digest of a recording's content: its files' names (relative to `path`) and bytes."
+    path = Path(path)
+    files = sorted(f for f in path.rglob("*") if f.is_file()) if path.is_dir() else [path]
+    h = hashlib.sha256()
+    for f in files:
+        h.update(str(f.relative_to(path) if path.is_dir() else f.name).encode() + b"\0")
+        h.update(hashlib.sha256(f.read_bytes()).digest())
+    return h.hexdigest()[:16]
+
 # %% ../nbs/08_experiment.ipynb #e22780b4
 def experiment_games(cfg: ExperimentConfig, # from `load_config`
                      mode: str = "replay", # "replay", "live", "record" or "extend" (grow a folder recording)
@@ -302,7 +314,8 @@ def experiment_games(cfg: ExperimentConfig, # from `load_config`
         raise ConfigError(f"replay needs a recording; {rec} does not exist (run with --live or --record)")
     tasks = [t.load() for t in cfg.tasks]
     base = Path(cache_dir) if cache_dir else home_dir()
-    if mode == "replay": base = base/"replay"  # replayed results never stand in for a live run's
+    if mode == "replay":  # replayed results never stand in for a live run's, nor for a replay of another recording
+        base = base/"replay"/(recording_digest(rec) if rec and rec.exists() else "")
     if client is None:
         client = ModelClient(specs or cfg.specs, cache_dir=base/"calls", recording=rec, mode=mode)
         client.check()

@@ -121,5 +121,12 @@ def test_extend_resumes_from_the_committed_recording_alone(tmp_path, isolated_ho
     assert " 0 model calls" in again and sorted(p.name for p in rec.iterdir()) == ["part-0001.jsonl.gz"]  # nothing new: no new part
     pd.testing.assert_frame_equal(pd.read_csv(tmp_path/"o"/"values.csv"), values)
     assert " 0 model calls" in run()  # and the folder replays
+    # a replay of a changed recording is computed afresh, never answered from the old recording's cached coalition results
+    answers = lambda: set(pd.read_csv(tmp_path/"o"/"outcomes.csv").query("protocol == 'majority_vote'").answer.dropna()
+                          .astype(str).str.removesuffix(".0"))
+    assert "424242" not in answers()
+    changed = [{**d, "completion": {**d["completion"], "text": "The answer is 424242."}} for d in back]
+    (rec/"part-0001.jsonl.gz").write_bytes(gzip.compress("".join(json.dumps(d) + "\n" for d in changed).encode()))
+    assert " 0 model calls" in run() and answers() == {"424242"}  # every coalition's vote is now the one answer recorded
     r = subprocess.run(CLI + ["run", str(cfg), "--record", "--extend"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "not allowed with argument" in r.stderr
