@@ -29,6 +29,11 @@ SIGTERM is safe at any point. Each run's client log, per-item evaluations and pi
 Usage: COMPSTRENGTH_HOME=... .venv/bin/python bench/bench_crl.py [--hours 2] [--seeds 0 1 2] [--device auto]
        (with `compstrength pool up --server llama-server` running in that home, its partners are reused).
        The full mix of levels failed the pilot gate; levels 1-2 passed it: `--difficulty 1 2 --n-train 118`.
+       Start the partners so that the aggregator (qwen2.5-coder-0.5b, the best partner on dev) has every core, as the service has:
+         compstrength pool up --server llama-server --slots 2 --members gemma3-270m
+         compstrength pool up --server llama-server --slots 2 --threads 2 --members qwen2.5-coder-0.5b
+         python bench/bench_crl.py --difficulty 1 2 --n-train 118 --hours H
+       A step samples, then asks the partners, then trains: one phase at a time, so each can have every core.
 """
 import argparse, json, os, shutil, sys, time
 from pathlib import Path
@@ -218,7 +223,8 @@ def main():
     ap.add_argument("--pilot-steps", type=int, default=5)
     ap.add_argument("--hours", type=float, default=float("inf"), help="stop between steps after this long (rerun to continue)")
     ap.add_argument("--device", default="auto")
-    ap.add_argument("--threads", type=int, default=None, help="the service's CPU threads (default: half the cores)")
+    ap.add_argument("--threads", type=int, default=os.cpu_count(),
+                    help="the service's CPU threads (default: every core; a step samples, asks the partners, then trains, one phase at a time)")
     ap.add_argument("--out", default="bench/results/crl")
     ap.add_argument("--work", default=None, help="run folders and service states (default: home_dir()/bench_crl)")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per model call")

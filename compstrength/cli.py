@@ -73,14 +73,15 @@ def _print_table(rows: list[dict], # one dict per row
     print(pd.DataFrame(rows)[cols].to_string(index=False))
 
 # %% ../nbs/13_cli.ipynb #8eadd8d5
-def cmd_pool(a: argparse.Namespace, # `action` (fetch, up, down or status), `members`, `json`, `wait`, `server`, `slots`
+def cmd_pool(a: argparse.Namespace, # `action` (fetch, up, down or status), `members`, `json`, `wait`, `server`, `slots`, `threads`
             ) -> int: # the exit code
     "`compstrength pool`: fetch the embedded models, start or stop their servers, or report them."
     members = a.members or list(MEMBERS)
     if a.action == "fetch":
         for m in members: print(f"{m}: {fetch_model(m)} (sha256 ok)")
     elif a.action == "up":
-        pool = LocalPool(members, server=getattr(a, "server", SERVERS[0]), slots=getattr(a, "slots", 1)).up(detach=not a.wait)
+        pool = LocalPool(members, server=getattr(a, "server", SERVERS[0]), slots=getattr(a, "slots", 1),
+                         n_threads=getattr(a, "threads", None)).up(detach=not a.wait)
         _print_table(pool_status(members, servers=pool.servers), ["name", "litellm_model", "api_base", "server", "slots", "sha256_ok", "up"])
         if a.wait:
             print("serving; Ctrl-C stops the pool")
@@ -345,6 +346,7 @@ def cli_parser() -> argparse.ArgumentParser: # the `compstrength` command's pars
     pp.add_argument("--server", choices=list(SERVERS), default=SERVERS[0],
                     help="up: llama-cpp-python's server (one request at a time) or llama.cpp's llama-server (parallel slots)")
     pp.add_argument("--slots", type=int, default=1, help="up: requests each llama-server generates at once (default: 1)")
+    pp.add_argument("--threads", type=int, default=None, help="up: CPU threads per server (default: half the cores)")
     pr = sub.add_parser("run", help="the main job: an experiment config -> results record and report")
     pr.add_argument("config", nargs="?", default=None, help="experiment TOML (default: configs/default.toml)")
     how = pr.add_mutually_exclusive_group()  # a replay unless one of these

@@ -222,6 +222,8 @@ class LocalPool:
         if server not in SERVERS: raise ValueError(f"server must be one of {SERVERS}, not {server!r}")
         if not isinstance(slots, int) or isinstance(slots, bool) or slots < 1:
             raise ValueError(f"slots must be a positive integer, not {slots!r}")
+        if n_threads is not None and (not isinstance(n_threads, int) or isinstance(n_threads, bool) or n_threads < 1):
+            raise ValueError(f"n_threads must be a positive integer, not {n_threads!r}")
         if slots > 1 and server != "llama-server":
             raise ValueError(f"{server}'s server answers one request at a time: slots={slots} needs server='llama-server'")
         self.members, self.store, self.server, self.slots = members, store, server, slots
