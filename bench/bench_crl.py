@@ -35,7 +35,7 @@ Usage: COMPSTRENGTH_HOME=... .venv/bin/python bench/bench_crl.py [--hours 2] [--
          python bench/bench_crl.py --difficulty 1 2 --n-train 118 --hours H
        A step samples, then asks the partners, then trains: one phase at a time, so each can have every core.
 """
-import argparse, json, os, shutil, sys, time
+import argparse, json, os, shutil, signal, sys, time
 from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -230,6 +230,8 @@ def main():
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per model call")
     ap.add_argument("--progress", action="store_true")
     a = ap.parse_args()
+    # SIGTERM unwinds like Ctrl-C: each run's `finally` stops its service and adds the stretch's wall time and logs
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     out, work = Path(a.out), Path(a.work or home_dir()/"bench_crl")
     out.mkdir(parents=True, exist_ok=True); work.mkdir(parents=True, exist_ok=True)
     deadline = time.time() + a.hours * 3600
