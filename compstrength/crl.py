@@ -185,10 +185,10 @@ class TrainerClient:
         return h.get("sampling_api_base") or f"{self.url}/v1"
 
     def spec(self, name: str, health: dict) -> ModelSpec:
-        "The policy's current version as a pool member (`ModelSpec`), keyed in caches by its weights' digest (equal weights share cached answers)."
+        "The policy's current version as a pool member (`ModelSpec`), keyed in caches by its weights' digest (equal weights share cached answers); 8 calls in flight, which the service answers in batches when greedy."
         env = f"COMPSTRENGTH_TRAINER_TOKEN_{health['service_id']}"  # the client reads keys from the environment; this process only
         os.environ[env] = self._token
-        return ModelSpec(name, f"openai/{health['model_name_for_sampling']}", api_base=self.sampling_base(health), max_concurrency=1,
+        return ModelSpec(name, f"openai/{health['model_name_for_sampling']}", api_base=self.sampling_base(health), max_concurrency=8,
                          api_key_env=env, family="policy", identity=f"trainer/{health['base_model']}/{health['policy_digest'][:32]}")
 
     async def sample(self, health: dict, # the service state the samples come from

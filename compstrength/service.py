@@ -17,7 +17,7 @@ from .files import fetch_model, home_dir
 
 # %% auto #0
 __all__ = ['GGUF_BASES', 'ServiceError', 'checkpoint_path', 'base_model_dir', 'aggregate_loss', 'Policy', 'TrainerState',
-           'service_token', 'make_app', 'serve']
+           'service_token', 'GreedyBatcher', 'make_app', 'serve']
 
 # %% ../nbs/11_service.ipynb #ffba2dbf
 class ServiceError(ValueError):
@@ -145,18 +145,40 @@ class Policy:
         seqs = out.sequences[:, L:]
         logits = torch.stack(out.logits, 1).float() / (1.0 if greedy else float(temperature))  # the distribution sampled from
         lps = logits.log_softmax(-1).gather(-1, seqs.unsqueeze(-1)).squeeze(-1)
-        eos = self.eos_ids()
-        res = []
-        for k in range(seqs.shape[0]):
-            ids = seqs[k].tolist()
-            end = next((j for j, t in enumerate(ids) if t in eos), None)  # after it, only padding
-            keep = ids[:end + 1] if end is not None else ids  # the EOS the policy chose is kept: it is trained too
-            text, finish = self.tok.decode(keep, skip_special_tokens=True), ("stop" if end is not None else "length")
-            for s in (stop or []):
-                if s and s in text: text, finish = text[:text.index(s)], "stop"
-            res.append(dict(text=text, token_ids=keep, logprobs=[round(float(x), 6) for x in lps[k, :len(keep)]],
-                            tokens=self.tok.convert_ids_to_tokens(keep), finish_reason=finish, prompt_tokens=L))
+        res = [self._finish(seqs[k].tolist(), lps[k], stop, L) for k in range(seqs.shape[0])]
         return res * (n if greedy else 1)
+
+    def greedy_batch(self, prompts: list, # chat messages or raw prompts
+                     max_tokens: int|list[int] = 128, # new tokens, for all or per prompt
+                     stop: list[str]|None = None, # stop strings (cut from the text)
+                     adapter: bool = True, # False: the base model (adapter disabled)
+                    ) -> list[dict]: # per prompt, what `sample(prompt, temperature=0)` returns for it
+        "Greedy completions of several prompts in one left-padded batch: one pass of the model per token for all of them."
+        import torch
+        mt = [int(max_tokens)] * len(prompts) if isinstance(max_tokens, int) else [int(m) for m in max_tokens]
+        with self.lock:
+            side, self.tok.padding_side = self.tok.padding_side, "left"  # new tokens follow every prompt directly
+            try: enc = self.tok([self.prompt_text(p) for p in prompts], return_tensors="pt", padding=True, add_special_tokens=False).to(self.device)
+            finally: self.tok.padding_side = side
+            with torch.no_grad(), (contextlib.nullcontext() if adapter else self.model.disable_adapter()):
+                self.model.eval()
+                out = self.model.generate(**enc, max_new_tokens=max(mt), do_sample=False, pad_token_id=self.tok.pad_token_id,
+                                          return_dict_in_generate=True, output_logits=True)
+        L = enc.input_ids.shape[1]
+        seqs = out.sequences[:, L:]
+        lps = torch.stack(out.logits, 1).float().log_softmax(-1).gather(-1, seqs.unsqueeze(-1)).squeeze(-1)
+        return [self._finish(seqs[k].tolist()[:mt[k]], lps[k], stop, int(enc.attention_mask[k].sum())) for k in range(len(prompts))]
+
+    def _finish(self, ids: list, lps, stop: list[str]|None, prompt_tokens: int) -> dict:
+        "One generated row as a sample: cut after its first EOS (kept: it is trained too; after it comes only padding), then at a stop string."
+        eos = self.eos_ids()
+        end = next((j for j, t in enumerate(ids) if t in eos), None)
+        keep = ids[:end + 1] if end is not None else ids
+        text, finish = self.tok.decode(keep, skip_special_tokens=True), ("stop" if end is not None else "length")
+        for s in (stop or []):
+            if s and s in text: text, finish = text[:text.index(s)], "stop"
+        return dict(text=text, token_ids=keep, logprobs=[round(float(x), 6) for x in lps[:len(keep)]],
+                    tokens=self.tok.convert_ids_to_tokens(keep), finish_reason=finish, prompt_tokens=prompt_tokens)
 
     def eos_ids(self) -> set:
         "The token ids that end a sample: the tokenizer's EOS and the generation config's."
@@ -394,6 +416,42 @@ def _openai_logprobs_chat(s: dict) -> dict:
     "A sample's tokens and log-probabilities in the chat-completions `logprobs` shape."
     return dict(content=[dict(token=t, logprob=lp, top_logprobs=[]) for t, lp in zip(s["tokens"], s["logprobs"])])
 
+# %% ../nbs/11_service.ipynb #d5cff3ac
+class GreedyBatcher:
+    "Greedy requests that arrive together, answered in one batch by a worker thread (per request: what `Policy.sample` at T = 0 gives)."
+    def __init__(self, policy, # a callable returning the policy to answer with (the service state's, looked up per batch)
+                 max_batch: int = 8, # requests per batch
+                 wait: float = 0.05, # seconds the first request of a batch waits for others
+                ):
+        import queue
+        self.policy, self.max_batch, self.wait, self.q = policy, int(max_batch), float(wait), queue.Queue()
+        self.sizes = []  # the size of every batch run so far
+        threading.Thread(target=self._loop, daemon=True, name="greedy-batcher").start()
+
+    def __call__(self, prompt, max_tokens: int = 128, stop: list[str]|None = None, adapter: bool = True) -> dict:
+        "One greedy answer; blocks until its batch has run (its error, if the batch failed)."
+        from concurrent.futures import Future
+        f = Future()
+        self.q.put((prompt, int(max_tokens), tuple(stop or ()), bool(adapter), f))
+        return f.result()
+
+    def _loop(self):
+        import queue
+        while True:
+            batch, end = [self.q.get()], time.monotonic() + self.wait
+            while len(batch) < self.max_batch:
+                try: batch.append(self.q.get(timeout=max(0.0, end - time.monotonic())))
+                except queue.Empty: break
+            groups = {}  # one generate per stop list and adapter switch
+            for r in batch: groups.setdefault(r[2:4], []).append(r)
+            for (stop, adapter), rs in groups.items():
+                try:
+                    out = self.policy().greedy_batch([r[0] for r in rs], [r[1] for r in rs], list(stop) or None, adapter)
+                    for r, o in zip(rs, out): r[4].set_result(o)
+                except Exception as e:
+                    for r in rs: r[4].set_exception(e)
+                self.sizes.append(len(rs))
+
 # %% ../nbs/11_service.ipynb #b661c029
 def make_app(state: TrainerState, # the service state
              token: str, # the bearer token every request must carry
@@ -445,12 +503,16 @@ def make_app(state: TrainerState, # the service state
         return dict(object="list", data=[dict(id=model_name(state.version), object="model", owned_by="compstrength"),
                                          dict(id=state.base, object="model", owned_by="compstrength")])
 
+    batcher = GreedyBatcher(lambda: state.policy)  # concurrent greedy requests (an evaluation's) share the model's passes
+
     def _sample(body: dict, prompt) -> list[dict]:
         _sampling_here()
         adapter = _model(str(body.get("model", "")))
         stop = body.get("stop"); stop = [stop] if isinstance(stop, str) else stop
-        return state.policy.sample(prompt, n=int(body.get("n") or 1), max_tokens=int(body.get("max_tokens") or 128),
-                                   temperature=float(body.get("temperature", 1.0) if body.get("temperature") is not None else 1.0),
+        n, max_tokens = int(body.get("n") or 1), int(body.get("max_tokens") or 128)
+        temperature = float(body.get("temperature", 1.0) if body.get("temperature") is not None else 1.0)
+        if temperature == 0: return [batcher(prompt, max_tokens, stop, adapter)] * n
+        return state.policy.sample(prompt, n=n, max_tokens=max_tokens, temperature=temperature,
                                    top_p=float(body.get("top_p") or 1.0), seed=body.get("seed"), stop=stop, adapter=adapter)
 
     def _usage(ss): return dict(prompt_tokens=ss[0]["prompt_tokens"], completion_tokens=sum(len(s["token_ids"]) for s in ss),

@@ -121,6 +121,26 @@ def test_sampling_routes_follow_the_version(svc):
     assert r.status_code == 200 and len(ch["logprobs"]["token_logprobs"]) == len(ch["token_ids"]) > 0
 
 
+def test_concurrent_greedy_requests_are_answered_together(svc):
+    """Greedy requests in flight at once (an evaluation's) go through the service's batcher: each comes back as it does
+    alone, capped at its own max_tokens, n copies where n > 1; a sampled request beside them keeps its seed's answer."""
+    from concurrent.futures import ThreadPoolExecutor
+    m = api(svc).get("/health").json()["model_name_for_sampling"]
+    qs = [("What is 7 + 5?", 24, 1), ("Name a colour.", 6, 1), ("What is 12 - 4? Explain.", 16, 2), ("Count to five.", 20, 1)]
+    def ask(q):
+        r = api(svc).post("/v1/chat/completions", json=dict(model=m, messages=[{"role": "user", "content": q[0]}], max_tokens=q[1],
+                                                             n=q[2], temperature=0))
+        assert r.status_code == 200, r.text
+        return [ch["token_ids"] for ch in r.json()["choices"]]
+    alone = [ask(q) for q in qs]
+    with ThreadPoolExecutor(len(qs) + 1) as ex:
+        hot = ex.submit(sample, svc, 2, 5)
+        together = list(ex.map(ask, qs))
+    assert together == alone
+    assert [len(a) for a in alone] == [q[2] for q in qs] and all(len(t) <= q[1] for a, q in zip(alone, qs) for t in a)
+    assert hot.result() == sample(svc, n=2, seed=5)
+
+
 def test_idempotency_and_stale_version(svc):
     c = api(svc)
     body = step_body(svc, "idem-1")
