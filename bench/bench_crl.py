@@ -22,9 +22,12 @@
 - Primary endpoint: held-out system accuracy after training, C-RL vs individual, paired on items (McNemar exact per
   seed and pooled, bootstrap CI of the effect).
 
-Everything resumes. Rerun the same command to continue. Runs stop between steps when `--hours` is spent, and
-SIGTERM is safe at any point. Each run's client log, per-item evaluations and pilot verdict are copied to
-`--out`/runs/ as they grow; `summary.csv` and `test.txt` are rewritten from the runs complete so far.
+Everything resumes, on this machine or a new one. Rerun the same command to continue. Runs stop between steps when
+`--hours` is spent, and SIGTERM is safe at any point. What a run needs to go on is copied under `--out` (commit it) as it
+grows: each run's client log, per-item evaluations, pilot verdict and pending request in `runs/<run>/`, the service's
+current version (LoRA adapter, optimizer state, idempotency record; never its token) in `runs/<run>/service/`, and every
+model call in `recording/` (gzipped parts). A work folder that lacks a run is filled from that copy, and the recorded
+calls answer again without a model. `summary.csv` and `test.txt` are rewritten from the runs complete so far.
 
 Usage: COMPSTRENGTH_HOME=... .venv/bin/python bench/bench_crl.py [--hours 2] [--seeds 0 1 2] [--device auto]
        (with `compstrength pool up --server llama-server` running in that home, its partners are reused).
@@ -52,7 +55,7 @@ from compstrength.models import ModelClient
 pd.set_option("display.width", 250)
 PARTNERS = ("gemma3-270m", "qwen2.5-coder-0.5b")
 ARMS = {"crl": "system", "individual": "individual"}
-KEEP = ("log.jsonl", "eval_items.jsonl", "meta.json", "pilot.json", "wall.json")
+KEEP = ("log.jsonl", "eval_items.jsonl", "meta.json", "pilot.json", "wall.json", "pending.json")  # a run's client files, kept under --out
 
 
 def config(a, arm: str, seed: int, steps: int|None = None) -> CRLConfig:
@@ -75,6 +78,29 @@ class Runner:
         self.dir, self.out = work/name, out/"runs"/name
         self.dir.mkdir(parents=True, exist_ok=True); self.out.mkdir(parents=True, exist_ok=True)
         self.cc = work/"coalitions"  # shared: equal policy weights (every run's start) share their evaluations
+        self.restore()
+
+    def restore(self):
+        """On a machine whose work folder lacks this run (a new machine, or a lost cache), put back what --out keeps: the client
+        files and the service's current version. Training then resumes where the committed copy stands, not from step 0."""
+        if not (self.dir/"log.jsonl").exists():
+            for f in KEEP:
+                if (self.out/f).exists(): shutil.copy2(self.out/f, self.dir/f)
+        svc, kept = self.dir/"service", self.out/"service"
+        if not (svc/"CURRENT").exists() and (kept/"CURRENT").exists():
+            shutil.copytree(kept, svc, dirs_exist_ok=True)  # the service makes itself a new token
+
+    def save_state(self):
+        """Copy the service's current version (LoRA adapter, optimizer state, step and idempotency record), its id and its
+        CURRENT pointer under --out, replacing the previous copy whole. Never its token: a secret does not persist."""
+        svc = self.dir/"service"
+        if not (svc/"CURRENT").exists(): return
+        cur = (svc/"CURRENT").read_text().strip()
+        dst = self.out/"service"; tmp = dst.with_name("service.tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(svc/"versions"/cur, tmp/"versions"/cur)
+        for f in ("service_id", "CURRENT"): shutil.copy2(svc/f, tmp/f)
+        shutil.rmtree(dst, ignore_errors=True); tmp.rename(dst)
 
     def trained(self) -> int:
         return sum(r["kind"] == "train" for r in read_run(self.dir)[0])
@@ -100,12 +126,16 @@ class Runner:
             self.sync(t0)
 
     def sync(self, t0: float):
-        "Add this stretch's wall time, then copy the client-side files under --out (the service state stays in the work folder)."
+        """Add this stretch's wall time, then copy the run under --out: its client files, the service's current version, and
+        the calls recorded so far. Called between steps (the service idle) and when the run stops, so log and state agree."""
         w = self.dir/"wall.json"
         spent = json.loads(w.read_text())["seconds"] if w.exists() else 0.0
         w.write_text(json.dumps(dict(seconds=round(spent + time.time() - t0, 1))))
         for f in KEEP:
             if (self.dir/f).exists(): shutil.copy2(self.dir/f, self.out/f)
+            else: (self.out/f).unlink(missing_ok=True)  # a step sent and logged: its pending request is gone here too
+        self.save_state()
+        self.pool.flush()
 
 
 def read_run(d: Path) -> tuple[list[dict], pd.DataFrame]:
@@ -239,7 +269,9 @@ def main():
         for s in a.seeds: config(a, arm, s).validate()
     with local_pool(list(PARTNERS), server="llama-server") as lp:
         # a call may wait behind the policy's other calls on a busy CPU: a long timeout, so that none is abandoned and re-asked
-        pool = ModelClient(lp.specs(), cache_dir=home_dir()/"calls", timeout=a.timeout)
+        # every model call is recorded under --out (gzipped parts, committed with the runs): on a new machine the evaluations
+        # and system rewards already paid for are answered from it, and only new calls reach a model
+        pool = ModelClient(lp.specs(), cache_dir=home_dir()/"calls", timeout=a.timeout, recording=out/"recording", mode="extend")
         pc = config(a, "crl", a.seeds[0], steps=a.pilot_steps)
         pilot = Runner(a, f"pilot-crl-{tag(a)}-seed{a.seeds[0]}", pc, pool, work, out)
         try:

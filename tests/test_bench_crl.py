@@ -1,5 +1,5 @@
 "The C-RL bench's summary: every accuracy, Shapley value and LOO it reports comes with its 95% interval over the held-out items."
-import argparse, json, sys
+import argparse, json, sys, time
 from pathlib import Path
 
 import numpy as np
@@ -57,3 +57,53 @@ def test_logs_without_per_item_shapley_leave_its_interval_empty(tmp_path):
     for arm in bench_crl.ARMS: write_run(tmp_path/"runs"/f"{arm}-{bench_crl.tag(a)}-seed0", rng, a, shapley=False)
     summary, _ = bench_crl.summarize(a, tmp_path, None)
     assert summary.shapley_before_lo.isna().all() and summary.loo_before_lo.notna().all() and summary.system_after_hi.notna().all()
+
+
+class _Pool:
+    "The bench's pool as `Runner.sync` uses it: its recording is flushed with every copy."
+    flushed = 0
+    def flush(self): self.flushed += 1
+
+
+def test_a_run_moves_to_a_new_machine_through_its_committed_copy(tmp_path):
+    """A real training service trains one step; the bench copies the run under --out, as a session commits it. A fresh work
+    folder (a new machine) is filled from that copy: the service comes back at the same version with the same weights, its
+    idempotency record answers the same step again without applying it, and the copy never holds the token."""
+    from _service import start_service
+    from compstrength.crl import TrainerClient
+    a, name = args(threads=1, device="cpu"), "crl-moa-levels12-seed0"
+    out, pool = tmp_path/"out", _Pool()
+    r = bench_crl.Runner(a, name, None, pool, tmp_path/"machine1", out)
+    svc, url = start_service(r.dir/"service", "cpu", r.dir/"service.log", threads=1)
+    try:
+        c = TrainerClient(url, token_file=r.dir/"service"/"token")
+        h0 = c.health()
+        groups = [dict(prompt=[{"role": "user", "content": "What is 7 + 5?"}], rewards=[1.0, 0.0],
+                       completions=[dict(text="The answer is 12."), dict(text="The answer is 13.")])]
+        a1 = c.train_step(f"{name}:0", h0["policy_version"], groups, learning_rate=1e-3)
+        h1 = c.health()
+        assert h1["policy_version"] == a1["policy_version"] == h0["policy_version"] + 1 and h1["policy_digest"] != h0["policy_digest"]
+    finally:
+        svc.terminate(); svc.wait(60)
+    (r.dir/"log.jsonl").write_text(json.dumps(dict(kind="train", step=0)) + "\n")
+    (r.dir/"pending.json").write_text("{}")
+    r.sync(time.time())
+    kept = out/"runs"/name
+    assert pool.flushed == 1 and (kept/"log.jsonl").exists() and (kept/"pending.json").exists()
+    assert [p.name for p in (kept/"service"/"versions").iterdir()] == [(r.dir/"service"/"CURRENT").read_text().strip()]
+    assert not list(kept.rglob("token")) and not (out/"runs"/"service.tmp").exists()
+    (r.dir/"pending.json").unlink(); r.sync(time.time())  # the step was logged: its pending request goes from the copy too
+    assert not (kept/"pending.json").exists()
+
+    r2 = bench_crl.Runner(a, name, None, pool, tmp_path/"machine2", out)  # a new machine: an empty work folder
+    assert (r2.dir/"log.jsonl").read_text() == (r.dir/"log.jsonl").read_text() and (r2.dir/"wall.json").exists()
+    svc, url = start_service(r2.dir/"service", "cpu", r2.dir/"service.log", threads=1)
+    try:
+        c2 = TrainerClient(url, token_file=r2.dir/"service"/"token")
+        h2 = c2.health()
+        assert (h2["service_id"], h2["policy_version"], h2["policy_digest"]) == (h1["service_id"], h1["policy_version"], h1["policy_digest"])
+        assert (r2.dir/"service"/"token").read_text() != (r.dir/"service"/"token").read_text()  # a new secret, never copied
+        again = c2.train_step(f"{name}:0", h0["policy_version"], groups, learning_rate=1e-3)
+        assert again["replayed"] is True and c2.health()["policy_version"] == h1["policy_version"]
+    finally:
+        svc.terminate(); svc.wait(60)
