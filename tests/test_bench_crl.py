@@ -1,5 +1,5 @@
 "The C-RL bench's summary: every accuracy, Shapley value and LOO it reports comes with its 95% interval over the held-out items."
-import argparse, json, sys, time
+import argparse, json, os, sys, time
 from pathlib import Path
 
 import numpy as np
@@ -77,6 +77,7 @@ def test_a_run_moves_to_a_new_machine_through_its_committed_copy(tmp_path):
     svc, url = start_service(r.dir/"service", "cpu", r.dir/"service.log", threads=1)
     try:
         c = TrainerClient(url, token_file=r.dir/"service"/"token")
+        assert os.getpriority(os.PRIO_PROCESS, svc.pid) == 19  # the pool's servers go first when both are busy
         h0 = c.health()
         groups = [dict(prompt=[{"role": "user", "content": "What is 7 + 5?"}], rewards=[1.0, 0.0],
                        completions=[dict(text="The answer is 12."), dict(text="The answer is 13.")])]
