@@ -416,7 +416,7 @@ def _openai_logprobs_chat(s: dict) -> dict:
     "A sample's tokens and log-probabilities in the chat-completions `logprobs` shape."
     return dict(content=[dict(token=t, logprob=lp, top_logprobs=[]) for t, lp in zip(s["tokens"], s["logprobs"])])
 
-# %% ../nbs/11_service.ipynb #d5cff3ac
+# %% ../nbs/11_service.ipynb #1e22e0d9
 class GreedyBatcher:
     "Greedy requests that arrive together, answered in one batch by a worker thread (per request: what `Policy.sample` at T = 0 gives)."
     def __init__(self, policy, # a callable returning the policy to answer with (the service state's, looked up per batch)
