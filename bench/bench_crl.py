@@ -226,7 +226,7 @@ def summarize(a, out: Path, pilot: dict|None) -> tuple[pd.DataFrame, str]:
         per_item = (w["crl"] - w["individual"]).groupby(w["item"]).mean()  # pooled over the seeds that have both arms
         mde = 2.8 * per_item.std(ddof=1) / np.sqrt(len(per_item))  # z(0.975) + z(0.8) = 2.80
         lines += [f"{what} — C-RL vs individual, paired on items (effect = C-RL − individual; bootstrap CI over items; McNemar exact):",
-                  t.to_string(index=False, float_format=lambda x: f"{x:.4f}"),
+                  t.to_string(index=False, float_format=lambda x: f"{x:.4f}", formatters={"mcnemar_p": lambda x: f"{x:.2g}"}),  # a p of 2e-11 is not 0
                   f"power: with these {len(per_item)} items and their observed spread, the pooled test detects |effect| >= {mde:.3f} "
                   f"with 80% power at alpha 0.05 (normal approximation)", ""]
     text = "\n".join(lines) + "\n"
