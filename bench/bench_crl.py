@@ -27,7 +27,8 @@ Everything resumes, on this machine or a new one. Rerun the same command to cont
 grows: each run's client log, per-item evaluations, pilot verdict and pending request in `runs/<run>/`, the service's
 current version (LoRA adapter, optimizer state, idempotency record; never its token) in `runs/<run>/service/`, and every
 model call in `recording/` (gzipped parts). A work folder that lacks a run is filled from that copy, and the recorded
-calls answer again without a model. `summary.csv` and `test.txt` are rewritten from the runs complete so far.
+calls answer again without a model. `summary.csv`, `test.txt` and `policy_text.csv` are rewritten from the runs complete so far
+(`--summary-only` rewrites them from the copies under --out, without a model).
 
 Usage: COMPSTRENGTH_HOME=... .venv/bin/python bench/bench_crl.py [--hours 2] [--seeds 0 1 2] [--device auto]
        (with `compstrength pool up --server llama-server` running in that home, its partners are reused).
@@ -177,6 +178,95 @@ def cis(items: pd.DataFrame, step: int, protocol: str, when: str) -> dict:
     return out
 
 
+def recorded(out: Path) -> list[dict]:
+    "Every recorded model call under --out (the gzipped parts, in order)."
+    import gzip
+    rows = []
+    for f in sorted((out/"recording").glob("part-*.jsonl.gz")):
+        with gzip.open(f, "rt") as fh: rows += [json.loads(l) for l in fh if l.strip()]
+    return rows
+
+
+def policy_text(a, out: Path) -> pd.DataFrame:
+    """What the policy wrote in the held-out evaluations, before training and after each run, read from the recorded calls
+    (no model is asked): its greedy proposals (the moa's first round, ≤ --proposal-tokens), found by the digest of the
+    weights that wrote them (the run's saved version after training, the shared start before). Per proposal: whether it
+    hit the token cap, whether the tail the aggregator reads (the last 600 characters) carries an answer and whether that
+    answer is right, and whether one line fills half of it. With the item's system score, with and without the policy,
+    split by what that tail said."""
+    from scipy.stats import binomtest
+    from compstrength.proto_text import tail
+    from compstrength.service import adapter_digest
+    from compstrength.tasks import extract_number, load_task, prompt_messages, score
+    task = load_task("arithmetic_crl")
+    by_prompt = {prompt_messages(task, it)[0]["content"]: it for it in task.items}
+    calls = recorded(out)
+    def proposals(base: str, digest: str) -> dict:
+        model = f"trainer/{base}/{digest[:32]}"  # the policy's identity in the pool (`TrainerClient.spec`)
+        got = {}
+        for r in calls:
+            q = r["request"]
+            if q["model"] == model and q["temperature"] == 0 and q["max_tokens"] == a.proposal_tokens and len(q["messages"]) == 1:
+                it = by_prompt.get(q["messages"][0]["content"])
+                if it is not None: got[it.id] = (it, r["completion"])
+        return got
+    def row(what: dict, got: dict, items: pd.DataFrame) -> dict:
+        f = items.set_index("item")
+        recs = []
+        for iid, (it, c) in got.items():
+            if iid not in f.index: continue  # dev items: they choose the aggregator, not scored here
+            t = tail(c["text"]); ans = extract_number(t)
+            lines = [l.strip() for l in c["text"].splitlines() if l.strip()]
+            top = max((lines.count(l) for l in set(lines)), default=0)
+            said = "none" if ans is None else "right" if score(task, it, t).score == 1 else "wrong"
+            recs.append(dict(cap=c["finish_reason"] == "length", said=said, repeats=len(lines) >= 4 and top >= len(lines) / 2,
+                             tokens=c["completion_tokens"], system=f.loc[iid, "system"], without=f.loc[iid, "without_policy"]))
+        r = pd.DataFrame(recs)
+        if r.empty: return dict(**what, n=0)
+        ci = binomtest(int(r.cap.sum()), len(r)).proportion_ci()
+        d = dict(**what, n=len(r), at_cap=r.cap.mean(), at_cap_lo=ci.low, at_cap_hi=ci.high, mean_tokens=r.tokens.mean(),
+                 repeats=r.repeats.mean(), tail_right=(r.said == "right").mean(), tail_wrong=(r.said == "wrong").mean(),
+                 tail_none=(r.said == "none").mean())
+        for s in ("right", "wrong", "none"):
+            g = r[r.said == s]
+            d.update({f"n_{s}": len(g), f"system_if_{s}": g.system.mean() if len(g) else None,
+                      f"without_if_{s}": g.without.mean() if len(g) else None})
+            if len(g) and np.isin(g.system, (0, 1)).all():  # exact 95% interval of the system's accuracy on those items
+                ci = binomtest(int(g.system.sum()), len(g)).proportion_ci()
+                d.update({f"system_if_{s}_lo": ci.low, f"system_if_{s}_hi": ci.high})
+        return d
+    rows = []
+    for seed in a.seeds:
+        for arm in ARMS:
+            d = out/"runs"/f"{arm}-{tag(a)}-seed{seed}"
+            log, items = read_run(d)
+            if not (d/"meta.json").exists() or items.empty: continue
+            meta = json.loads((d/"meta.json").read_text())
+            if not rows:  # the start is shared by every run: its evaluation once
+                f0 = items[(items.step == 0) & (items.protocol == a.protocol)]
+                rows.append(row(dict(arm="start", seed="all", when="before"), proposals(meta["base_model"], meta["start_digest"]), f0))
+            cur = (d/"service"/"CURRENT").read_text().strip() if (d/"service"/"CURRENT").exists() else None
+            f1 = items[(items.step == a.steps) & (items.protocol == a.protocol)]
+            if cur != f"v{a.steps:06d}" or f1.empty: continue  # not trained and evaluated to the end yet
+            dig = adapter_digest(d/"service"/"versions"/cur, meta["base_model"])
+            rows.append(row(dict(arm=arm, seed=seed, when="after"), proposals(meta["base_model"], dig), f1))
+    return pd.DataFrame(rows)
+
+
+def policy_text_table(pt: pd.DataFrame) -> str:
+    "policy_text's rows as test.txt prints them: rates with exact 95% intervals in brackets, and each tail class's n."
+    iv = lambda r, c: "-" if pd.isna(r.get(c)) else f"{r[c]:.3f} [{r[c + '_lo']:.2f}, {r[c + '_hi']:.2f}]" if pd.notna(r.get(c + "_lo")) else f"{r[c]:.3f}"
+    num = lambda r, c: "-" if pd.isna(r.get(c)) else f"{r[c]:.3f}"
+    t = pd.DataFrame([{"run": f"{r['arm']} seed {r['seed']} {r['when']}", "n": r["n"], "at_cap": iv(r, "at_cap"),
+                       "tokens": f"{r['mean_tokens']:.0f}", "repeats": num(r, "repeats"),
+                       "tail right/wrong/none": f"{r['n_right']}/{r['n_wrong']}/{r['n_none']}",
+                       "system if wrong": iv(r, "system_if_wrong"), "without if wrong": num(r, "without_if_wrong"),
+                       "system if none": iv(r, "system_if_none"), "without if none": num(r, "without_if_none"),
+                       "system if right": iv(r, "system_if_right"), "without if right": num(r, "without_if_right")}
+                      for r in pt.to_dict("records") if r["n"]])
+    return t.to_string(index=False)
+
+
 def summarize(a, out: Path, pilot: dict|None) -> tuple[pd.DataFrame, str]:
     "summary.csv (one row per arm and seed) and test.txt (the paired test on the runs complete in both arms)."
     rows, finals = [], []
@@ -229,6 +319,13 @@ def summarize(a, out: Path, pilot: dict|None) -> tuple[pd.DataFrame, str]:
                   t.to_string(index=False, float_format=lambda x: f"{x:.4f}", formatters={"mcnemar_p": lambda x: f"{x:.2g}"}),  # a p of 2e-11 is not 0
                   f"power: with these {len(per_item)} items and their observed spread, the pooled test detects |effect| >= {mde:.3f} "
                   f"with 80% power at alpha 0.05 (normal approximation)", ""]
+    pt = policy_text(a, out)
+    if len(pt):
+        pt.to_csv(out/"policy_text.csv", index=False)
+        lines += ["how the policy's held-out proposals read (from the recorded calls; the tail is the last 600 characters, what the "
+                  "aggregator reads; system_if_* / without_if_*: held-out system accuracy with / without the policy on the items "
+                  "where that tail was right, wrong or had no answer):",
+                  policy_text_table(pt), ""]
     text = "\n".join(lines) + "\n"
     (out/"test.txt").write_text(text)
     return summary, text
@@ -259,6 +356,8 @@ def main():
     ap.add_argument("--work", default=None, help="run folders and service states (default: home_dir()/bench_crl)")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per model call")
     ap.add_argument("--progress", action="store_true")
+    ap.add_argument("--summary-only", action="store_true",
+                    help="rewrite summary.csv, test.txt and policy_text.csv from the runs under --out; no model, no service")
     a = ap.parse_args()
     # SIGTERM unwinds like Ctrl-C: each run's `finally` stops its service and adds the stretch's wall time and logs
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -267,6 +366,10 @@ def main():
     deadline = time.time() + a.hours * 3600
     for arm in ARMS:  # every config is checked (items, overlap, partners' names) before any call
         for s in a.seeds: config(a, arm, s).validate()
+    if a.summary_only:  # from the copies under --out alone (what a clone has): the pilot's verdict, then the tables
+        pc = config(a, "crl", a.seeds[0], steps=a.pilot_steps)
+        summary, text = summarize(a, out, pilot_gate(read_run(out/"runs"/f"pilot-crl-{tag(a)}-seed{a.seeds[0]}")[0], pc))
+        print(summary.to_string(index=False)); print(); print(text); return
     with local_pool(list(PARTNERS), server="llama-server") as lp:
         # a call may wait behind the policy's other calls on a busy CPU: a long timeout, so that none is abandoned and re-asked
         # every model call is recorded under --out (gzipped parts, committed with the runs): on a new machine the evaluations

@@ -16,8 +16,8 @@ from .contract import TrainStep, group_advantages, model_name
 from .files import fetch_model, home_dir
 
 # %% auto #0
-__all__ = ['GGUF_BASES', 'ServiceError', 'checkpoint_path', 'base_model_dir', 'aggregate_loss', 'Policy', 'TrainerState',
-           'service_token', 'GreedyBatcher', 'make_app', 'serve']
+__all__ = ['GGUF_BASES', 'ServiceError', 'checkpoint_path', 'base_model_dir', 'aggregate_loss', 'weights_digest',
+           'adapter_digest', 'Policy', 'TrainerState', 'service_token', 'GreedyBatcher', 'make_app', 'serve']
 
 # %% ../nbs/11_service.ipynb #ffba2dbf
 class ServiceError(ValueError):
@@ -82,6 +82,27 @@ def _device(device: str|None):
     import torch
     if device and device != "auto": return torch.device(device)
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+# %% ../nbs/11_service.ipynb #a5b8f9d9
+def weights_digest(base: str, # the base model's name, part of the digest
+                   weights: dict, # adapter tensor name -> tensor
+                  ) -> str: # sha256, hex
+    "sha256 of a base model's name and an adapter's tensors (names sorted, values as float32)."
+    import torch
+    h = hashlib.sha256(base.encode())
+    for k, v in sorted(weights.items()):
+        h.update(k.encode()); h.update(v.detach().cpu().to(dtype=torch.float32).numpy().tobytes())
+    return h.hexdigest()
+
+# %% ../nbs/11_service.ipynb #d5c46991
+def adapter_digest(folder: str|Path, # a saved version: `adapter_model.safetensors` from `Policy.save`
+                   base: str, # the base model's name, as the service was started with
+                  ) -> str: # what `Policy.digest` said of those weights
+    "The digest of a saved adapter, read from its folder without loading a model."
+    from safetensors.torch import load_file
+    f = Path(folder)/"adapter_model.safetensors"
+    if not f.exists(): raise FileNotFoundError(f"no saved adapter in {folder}: expected {f.name}")
+    return weights_digest(base, load_file(str(f)))
 
 # %% ../nbs/11_service.ipynb #de0d630c
 class Policy:
@@ -285,10 +306,7 @@ class Policy:
 
     def digest(self) -> str:
         "sha256 of the adapter's weights: what a cached answer of this policy is keyed by (equal weights, equal key)."
-        h = hashlib.sha256(self.base.encode())
-        for k, v in sorted(self.adapter_state().items()):
-            h.update(k.encode()); h.update(v.to(dtype=__import__("torch").float32).numpy().tobytes())
-        return h.hexdigest()
+        return weights_digest(self.base, self.adapter_state())
 
     def save(self, folder: Path):
         "Save the adapter and the optimizer state."

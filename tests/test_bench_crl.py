@@ -108,3 +108,23 @@ def test_a_run_moves_to_a_new_machine_through_its_committed_copy(tmp_path):
         assert again["replayed"] is True and c2.health()["policy_version"] == h1["policy_version"]
     finally:
         svc.terminate(); svc.wait(60)
+
+
+def test_policy_text_reads_each_versions_proposals_from_the_committed_recording():
+    """The held-out proposals of the shared start and of seed 0's trained versions are found in the committed recording by
+    the digest of the saved weights (no model is asked): one per held-out item. The split by what the tail said covers every
+    item, and weighting the system's accuracy in each part by its n gives back the evaluation's own system accuracy."""
+    out = Path(__file__).resolve().parents[1]/"bench"/"results"/"crl"
+    a = args(seeds=[0], steps=30, proposal_tokens=256)
+    pt = bench_crl.policy_text(a, out).set_index(["arm", "when"])
+    assert {("start", "before"), ("crl", "after"), ("individual", "after")} <= set(pt.index)
+    for (arm, when), r in pt.iterrows():
+        assert r.n == a.n_eval and r.n_right + r.n_wrong + r.n_none == r.n, (arm, when)
+        assert 0 <= r.at_cap_lo <= r.at_cap <= r.at_cap_hi <= 1
+        run = arm if arm != "start" else "crl"
+        ev = [x for x in bench_crl.read_run(out/"runs"/f"{run}-{bench_crl.tag(a)}-seed0")[0]
+              if x["kind"] == "eval" and x["step"] == (0 if when == "before" else a.steps)][0]
+        parts = sum(r[f"n_{s}"] * r[f"system_if_{s}"] for s in ("right", "wrong", "none") if r[f"n_{s}"])
+        assert abs(parts / r.n - ev["system"]) < 1e-9, (arm, when, parts / r.n, ev["system"])
+    # the trained versions wrote other text than the start: their digests name other calls
+    assert (pt.loc[("crl", "after"), "mean_tokens"], pt.loc[("individual", "after"), "mean_tokens"]) != (pt.loc[("start", "before"), "mean_tokens"],) * 2
