@@ -20,7 +20,7 @@
   2. Then every (seed, arm) run, each evaluated on the held-out items before and after training: the policy alone,
      the system with and without it, and its Shapley value and leave-one-out in the 3-member pool.
 - Primary endpoint: held-out system accuracy after training, C-RL vs individual, paired on items (McNemar exact per
-  seed and pooled, bootstrap CI of the effect).
+  seed; pooled, the exact sign-flip test over items on their seed-averaged differences; bootstrap CI of the effect over items).
 
 Everything resumes, on this machine or a new one. Rerun the same command to continue. Runs stop between steps when
 `--hours` is spent, and SIGTERM is safe at any point. What a run needs to go on is copied under `--out` (commit it) as it
@@ -315,8 +315,9 @@ def summarize(a, out: Path, pilot: dict|None) -> tuple[pd.DataFrame, str]:
         t = paired_test(w, "crl", "individual")
         per_item = (w["crl"] - w["individual"]).groupby(w["item"]).mean()  # pooled over the seeds that have both arms
         mde = 2.8 * per_item.std(ddof=1) / np.sqrt(len(per_item))  # z(0.975) + z(0.8) = 2.80
-        lines += [f"{what} — C-RL vs individual, paired on items (effect = C-RL − individual; bootstrap CI over items; McNemar exact):",
-                  t.to_string(index=False, float_format=lambda x: f"{x:.4f}", formatters={"mcnemar_p": lambda x: f"{x:.2g}"}),  # a p of 2e-11 is not 0
+        lines += [f"{what} — C-RL vs individual, paired on items (effect = C-RL − individual; bootstrap CI over items; p: McNemar exact "
+                  f"per seed, and pooled the exact sign-flip test over items, each item's difference averaged over its seeds):",
+                  t.to_string(index=False, float_format=lambda x: f"{x:.4f}", formatters={"p": lambda x: f"{x:.2g}"}),  # a p of 2e-11 is not 0
                   f"power: with these {len(per_item)} items and their observed spread, the pooled test detects |effect| >= {mde:.3f} "
                   f"with 80% power at alpha 0.05 (normal approximation)", ""]
     pt = policy_text(a, out)

@@ -22,8 +22,8 @@ from .tasks import Item, Task, load_task, prompt_messages, score
 # %% auto #0
 __all__ = ['RewardError', 'SeatClient', 'individual_reward', 'system_reward', 'TrainerError', 'TrainerUnavailable',
            'TrainerAuthError', 'StalePolicyError', 'TrainerRequestError', 'check_rewards', 'sampled_completion',
-           'TrainerClient', 'CRLConfig', 'train_eval_items', 'PilotGateError', 'pilot_gate', 'paired_test',
-           'EvaluationError', 'CRLRun']
+           'TrainerClient', 'CRLConfig', 'train_eval_items', 'PilotGateError', 'pilot_gate', 'sign_flip_test',
+           'paired_test', 'EvaluationError', 'CRLRun']
 
 # %% ../nbs/12_crl.ipynb #b0a9d610
 class RewardError(RuntimeError):
@@ -359,6 +359,32 @@ def pilot_gate(rows: list[dict], # the run's log rows
     v["passed"] = v["zero_signal_frac"] < cfg.pilot_max_zero_signal and v["frac_same_as_individual"] < cfg.pilot_max_same
     return v
 
+# %% ../nbs/12_crl.ipynb #7783e7d4
+def sign_flip_test(diffs, # per-unit paired differences (arm a − arm b), e.g. one per held-out item
+                   counts=None, # how many 0/1 pairs each difference averages (an item's seeds): the test is exact on that grid
+                   n_resamples: int = 100_000, # Monte Carlo sign flips, where the differences lie on no such grid
+                   seed: int = 0, # Monte Carlo seed
+                  ) -> float: # two-sided p
+    """Paired randomization test, two-sided: under the null each unit's difference has either sign with equal chance.
+    Exact when each difference is a multiple of 1/count (0/1 scores averaged over `counts` seeds); Monte Carlo otherwise."""
+    d = np.asarray(diffs, float)
+    keep = d != 0  # a zero difference is the same under either sign
+    if not keep.any(): return 1.0
+    if counts is not None:
+        c = np.asarray(counts, int)[keep]
+        scale = math.lcm(*{int(k) for k in c})
+        w = np.abs(d[keep]) * scale
+        if np.allclose(w, np.round(w), atol=1e-9):  # on the grid: convolve the null distribution of the sum exactly
+            w = np.round(w).astype(int); top = int(w.sum())
+            null = np.zeros(2 * top + 1); null[top] = 1.0
+            for k in w: null = 0.5 * (np.roll(null, k) + np.roll(null, -k))  # never wraps: |sum| <= top
+            t = abs(int(np.round(d[keep].sum() * scale)))
+            return float(min(1.0, null[np.abs(np.arange(-top, top + 1)) >= t].sum()))
+    from scipy.stats import permutation_test
+    r = permutation_test((d[keep],), np.mean, permutation_type="samples", n_resamples=n_resamples, alternative="two-sided",
+                         random_state=seed, vectorized=True)
+    return float(r.pvalue)
+
 # %% ../nbs/12_crl.ipynb #b7323526
 def paired_test(scores: pd.DataFrame, # one row per (seed, item): columns seed, item and one per arm (held-out scores in [0, 1])
                 a: str = "crl", # the arm tested
@@ -367,8 +393,9 @@ def paired_test(scores: pd.DataFrame, # one row per (seed, item): columns seed, 
                 n_boot: int = 4000, # bootstrap resamples over items
                 seed: int = 0, # bootstrap seed
                ) -> pd.DataFrame: # a row per seed, then "pooled"
-    "Arm `a` vs arm `b` on the same items, per seed and pooled: accuracies, effect with its bootstrap CI, discordant pairs, McNemar's exact p."
-    from scipy.stats import binomtest
+    """Arm `a` vs arm `b` on the same items, per seed and pooled: accuracies, effect with its bootstrap CI over items, discordant
+    pairs, and p: `sign_flip_test` on the per-item differences (per seed with 0/1 scores, McNemar's exact test; pooled, each
+    item once, its difference averaged over its seeds)."""
     from compstrength.attribution import bootstrap_ci
     miss = [c for c in ("seed", "item", a, b) if c not in scores.columns]
     if miss: raise ValueError(f"scores lacks the column(s) {miss}")
@@ -376,14 +403,17 @@ def paired_test(scores: pd.DataFrame, # one row per (seed, item): columns seed, 
     x = scores[[a, b]].to_numpy(float)
     if not (np.isfinite(x).all() and (x >= 0).all() and (x <= 1).all()): raise ValueError("arm scores must be numbers in [0, 1]")
     d = scores.assign(diff=scores[a] - scores[b])
-    def row(name, g, per_item):
+    def row(name, g, per_item, counts):
         pos, neg = int((g["diff"] > 0).sum()), int((g["diff"] < 0).sum())
         ci = bootstrap_ci(per_item.to_frame("diff"), n_boot=n_boot, level=level, seed=seed).loc["diff"]
         return dict(seed=name, n_items=int(per_item.size), n_pairs=len(g), **{f"acc_{a}": float(g[a].mean()), f"acc_{b}": float(g[b].mean())},
                     effect=float(g["diff"].mean()), ci_low=float(ci.ci_low), ci_high=float(ci.ci_high),
-                    **{f"{a}_only": pos, f"{b}_only": neg}, mcnemar_p=float(binomtest(pos, pos + neg, 0.5).pvalue) if pos + neg else 1.0)
-    rows = [row(s, g, g.set_index("item")["diff"]) for s, g in d.groupby("seed", sort=True)]
-    rows.append(row("pooled", d, d.groupby("item")["diff"].mean()))
+                    **{f"{a}_only": pos, f"{b}_only": neg}, p=sign_flip_test(per_item.to_numpy(), counts, seed=seed),
+                    test=("McNemar exact" if name != "pooled" else "sign-flip exact, items") if binary else "sign-flip Monte Carlo")
+    binary = bool(np.isin(x, (0, 1)).all())
+    rows = [row(s, g, g.set_index("item")["diff"], np.ones(len(g))) for s, g in d.groupby("seed", sort=True)]
+    by_item = d.groupby("item")["diff"]
+    rows.append(row("pooled", d, by_item.mean(), by_item.size().to_numpy()))
     return pd.DataFrame(rows)
 
 # %% ../nbs/12_crl.ipynb #dadb0fc4
