@@ -18,7 +18,9 @@
   1. A pilot: C-RL, seed 0, `--pilot-steps` steps, no evaluation. The bench stops and reports unless fewer than 60% of
      the groups carry no signal and fewer than 50% get individual RL's advantages.
   2. Then every (seed, arm) run, each evaluated on the held-out items before and after training: the policy alone,
-     the system with and without it, and its Shapley value and leave-one-out in the 3-member pool.
+     the system with and without it, and its Shapley value and leave-one-out in the 3-member pool. Each C-RL run's own
+     gate verdict after its first steps is recorded (`pilot.json`) and reported, but stops nothing: dropping a seed on
+     its own early data would select the seeds. test.txt adds the pooled test over the seeds whose C-RL run passed it.
 - Primary endpoint: held-out system accuracy after training, C-RL vs individual, paired on items (McNemar exact per
   seed; pooled, the exact sign-flip test over items on their seed-averaged differences; bootstrap CI of the effect over items).
 
@@ -111,14 +113,15 @@ class Runner:
         n = sum(r["kind"] == "train" for r in rows)
         return n >= self.cfg.steps and (not evaluate or any(r["kind"] == "eval" and r["step"] == self.cfg.steps for r in rows))
 
-    def advance(self, deadline: float, evaluate: bool = True):
-        "Train (and evaluate) until the run is complete or the deadline passes; one step at a time."
+    def advance(self, deadline: float, evaluate: bool = True, gate: str = "stop"):
+        """Train (and evaluate) until the run is complete or the deadline passes; one step at a time. `gate`: what a failed
+        pilot gate does to this run (`CRLRun`): the setting's pilot stops; a long run records its verdict and goes on."""
         if self.done(evaluate): return
         t0 = time.time()
         svc, url = start_service(self.dir/"service", self.a.device, self.dir/"service.log", threads=self.a.threads)
         try:
             run = CRLRun(self.cfg, TrainerClient(url, token_file=self.dir/"service"/"token"), self.pool, self.dir,
-                         coalition_cache=self.cc, progress=self.a.progress)
+                         coalition_cache=self.cc, progress=self.a.progress, gate=gate)
             while not self.done(evaluate) and time.time() < deadline:
                 run.run(steps=min(self.trained() + 1, self.cfg.steps), evaluate=evaluate)
                 self.sync(t0); t0 = time.time()
@@ -279,6 +282,7 @@ def summarize(a, out: Path, pilot: dict|None) -> tuple[pd.DataFrame, str]:
             if not log: continue
             b, e = ev.get(0, {}), ev.get(a.steps, {})
             wall = json.loads((d/"wall.json").read_text())["seconds"] if (d/"wall.json").exists() else None
+            gate = json.loads((d/"pilot.json").read_text()) if (d/"pilot.json").exists() else None  # a C-RL run's own verdict
             rows.append(dict(arm=arm, seed=seed, steps=len(tr), heldout_items=b.get("n_items", e.get("n_items")),
                              system_before=b.get("system"), system_after=e.get("system"),
                              policy_alone_before=b.get("policy_alone"), policy_alone_after=e.get("policy_alone"),
@@ -286,14 +290,14 @@ def summarize(a, out: Path, pilot: dict|None) -> tuple[pd.DataFrame, str]:
                              zero_signal_frac=float(np.mean([r["frac_reward_zero_std"] for r in tr])) if tr else None,
                              shapley_before=b.get("shapley"), shapley_after=e.get("shapley"), loo_before=b.get("loo"), loo_after=e.get("loo"),
                              mean_train_reward=float(np.mean([r["reward"] for r in tr])) if tr else None,
-                             samples=len(tr) * a.prompts * a.group, wall_s=wall,
+                             samples=len(tr) * a.prompts * a.group, wall_s=wall, gate_passed=gate["passed"] if gate else None,
                              **cis(items, 0, a.protocol, "before"), **cis(items, a.steps, a.protocol, "after")))
             if e and len(items):
                 f = items[(items.step == a.steps) & (items.protocol == a.protocol)]
                 finals.append(f.assign(arm=arm, seed=seed)[["arm", "seed", "item", "system", "policy_alone"]])
     cols = ["arm", "seed", "steps", "heldout_items", "system_before", "system_after", "policy_alone_before", "policy_alone_after",
             "frac_same_as_individual", "zero_signal_frac", "shapley_before", "shapley_after", "loo_before", "loo_after",
-            "mean_train_reward", "samples", "wall_s"]
+            "mean_train_reward", "samples", "wall_s", "gate_passed"]
     cols += [f"{m}_{w}_{e}" for w in ("before", "after") for m in ("system", "policy_alone", "shapley", "loo") for e in ("lo", "hi")]
     summary = pd.DataFrame(rows, columns=cols)
     summary.to_csv(out/"summary.csv", index=False)
@@ -304,6 +308,10 @@ def summarize(a, out: Path, pilot: dict|None) -> tuple[pd.DataFrame, str]:
     if pilot: lines += [f"pilot (C-RL, seed {a.seeds[0]}, first steps, no evaluation): {pilot_line(pilot)}", ""]
     others = [d for d in sorted((out/"runs").glob("pilot-*")) if d.name != f"pilot-crl-{tag(a)}-seed{a.seeds[0]}" and (d/"pilot.json").exists()]
     if others: lines += ["pilots of other settings:"] + [f"  {d.name}: {pilot_line(json.loads((d/'pilot.json').read_text()))}" for d in others] + [""]
+    gates = {int(r.seed): r.gate_passed for r in summary.itertuples() if r.arm == "crl" and r.gate_passed is not None}
+    if gates:
+        lines += ["each C-RL run's own gate after its first steps (recorded; it stops no run once the setting's pilot has passed):"]
+        lines += [f"  seed {s}: {pilot_line(json.loads((out/'runs'/f'crl-{tag(a)}-seed{s}'/'pilot.json').read_text()))}" for s in sorted(gates)] + [""]
     both = pd.concat(finals, ignore_index=True) if finals else pd.DataFrame()
     for metric, what in (("system", "PRIMARY: held-out system accuracy after training"), ("policy_alone", "secondary: the policy alone after training")):
         if pilot and not pilot["passed"]:
@@ -315,11 +323,17 @@ def summarize(a, out: Path, pilot: dict|None) -> tuple[pd.DataFrame, str]:
         t = paired_test(w, "crl", "individual")
         per_item = (w["crl"] - w["individual"]).groupby(w["item"]).mean()  # pooled over the seeds that have both arms
         mde = 2.8 * per_item.std(ddof=1) / np.sqrt(len(per_item))  # z(0.975) + z(0.8) = 2.80
+        fmt = dict(index=False, float_format=lambda x: f"{x:.4f}", formatters={"p": lambda x: f"{x:.2g}"})  # a p of 2e-11 is not 0
         lines += [f"{what} — C-RL vs individual, paired on items (effect = C-RL − individual; bootstrap CI over items; p: McNemar exact "
                   f"per seed, and pooled the exact sign-flip test over items, each item's difference averaged over its seeds):",
-                  t.to_string(index=False, float_format=lambda x: f"{x:.4f}", formatters={"p": lambda x: f"{x:.2g}"}),  # a p of 2e-11 is not 0
+                  t.to_string(**fmt),
                   f"power: with these {len(per_item)} items and their observed spread, the pooled test detects |effect| >= {mde:.3f} "
-                  f"with 80% power at alpha 0.05 (normal approximation)", ""]
+                  f"with 80% power at alpha 0.05 (normal approximation)"]
+        kept = sorted(s for s in w.seed.unique() if gates.get(int(s)) is True)
+        if len(kept) < w.seed.nunique() and kept:  # sensitivity: the pooled test without the seeds whose C-RL run failed its own gate
+            k = paired_test(w[w.seed.isin(kept)], "crl", "individual").iloc[[-1]]
+            lines += [f"sensitivity, pooled over the seeds whose C-RL run passed its own gate ({', '.join(map(str, kept))}):", k.to_string(**fmt)]
+        lines.append("")
     pt = policy_text(a, out)
     if len(pt):
         pt.to_csv(out/"policy_text.csv", index=False)
@@ -387,13 +401,11 @@ def main():
         if verdict is None: print("the pilot has not finished; rerun to continue"); sys.exit(0)
         if not verdict["passed"]:  # a pilot that failed earlier: the same verdict, no run
             summarize(a, out, verdict); print(f"stopped by the pilot gate: {verdict}"); sys.exit(2)
-        try:
-            for seed in a.seeds:
-                for arm in ARMS:
-                    if time.time() >= deadline: break
-                    Runner(a, f"{arm}-{tag(a)}-seed{seed}", config(a, arm, seed), pool, work, out).advance(deadline)
-        except PilotGateError as e:  # a long C-RL run meets the same gate after its own first steps
-            summarize(a, out, verdict); print(f"stopped: {e}"); sys.exit(2)
+        for seed in a.seeds:
+            for arm in ARMS:
+                if time.time() >= deadline: break
+                # the setting passed its pilot: a long run's own gate is recorded and reported, never a reason to drop its seed
+                Runner(a, f"{arm}-{tag(a)}-seed{seed}", config(a, arm, seed), pool, work, out).advance(deadline, gate="record")
         summary, text = summarize(a, out, verdict)
     print(summary.to_string(index=False)); print(); print(text)
 

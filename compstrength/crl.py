@@ -429,8 +429,10 @@ class CRLRun:
                  run_dir: str|Path, # log, pending step and meta live here
                  coalition_cache: str|Path|None = None, # CoalitionGame cache for evaluations (default: under run_dir)
                  progress: bool = True, # progress bar
+                 gate: str = "stop", # a failed pilot gate: "stop" the run, or "record" its verdict and go on
                 ):
-        self.cfg, self.trainer, self.pool, self.progress = cfg.validate(pool), trainer, pool, progress
+        if gate not in ("stop", "record"): raise ValueError(f"gate must be 'stop' or 'record', not {gate!r}")
+        self.cfg, self.trainer, self.pool, self.progress, self.gate = cfg.validate(pool), trainer, pool, progress, gate
         self.dir = Path(run_dir); self.dir.mkdir(parents=True, exist_ok=True)
         self.cc = Path(coalition_cache or self.dir/"coalitions")
         self.train_items, self.eval_items = train_eval_items(cfg)
@@ -552,11 +554,11 @@ class CRLRun:
 
     # --- the loop
     def _gate(self, rows: list[dict]):
-        "Write the pilot gate's verdict to `pilot.json` once it has one; raise `PilotGateError` if the run failed it."
+        "Write the pilot gate's verdict to `pilot.json` once it has one; raise `PilotGateError` if the run failed it and `gate` is \"stop\"."
         v = pilot_gate(rows, self.cfg)
         if v is None: return
         (self.dir/"pilot.json").write_text(json.dumps(v, indent=1))
-        if not v["passed"]:
+        if not v["passed"] and self.gate == "stop":
             raise PilotGateError(f"{self.run_id}: the pilot gate stopped the run after {v['steps']} steps ({v['groups']} groups): "
                                  f"{v['zero_signal_frac']:.0%} of the groups had no signal (limit {v['max_zero_signal']:.0%}), "
                                  f"{v['frac_same_as_individual']:.0%} got individual RL's advantages (limit {v['max_same']:.0%}). "

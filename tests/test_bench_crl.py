@@ -128,3 +128,23 @@ def test_policy_text_reads_each_versions_proposals_from_the_committed_recording(
         assert abs(parts / r.n - ev["system"]) < 1e-9, (arm, when, parts / r.n, ev["system"])
     # the trained versions wrote other text than the start: their digests name other calls
     assert (pt.loc[("crl", "after"), "mean_tokens"], pt.loc[("individual", "after"), "mean_tokens"]) != (pt.loc[("start", "before"), "mean_tokens"],) * 2
+
+
+def test_a_c_rl_run_that_failed_its_own_gate_stays_in_the_test_and_a_sensitivity_line_leaves_it_out(tmp_path):
+    "Seeds are never dropped on their C-RL run's own early verdict: the primary pooled test keeps every seed, and a second line shows it without those that failed."
+    a, rng = args(seeds=[0, 1]), np.random.default_rng(2)
+    for seed, passed in ((0, True), (1, False)):
+        for arm in bench_crl.ARMS: write_run(tmp_path/"runs"/f"{arm}-{bench_crl.tag(a)}-seed{seed}", rng, a)
+        (tmp_path/"runs"/f"crl-{bench_crl.tag(a)}-seed{seed}"/"pilot.json").write_text(json.dumps(dict(
+            steps=5, groups=20, zero_signal_frac=0.35, frac_same_as_individual=0.4 if passed else 0.5, max_zero_signal=0.6, max_same=0.5, passed=passed)))
+    summary, text = bench_crl.summarize(a, tmp_path, None)
+    test = text.split("PRIMARY")[1].split("secondary")[0]
+    pooled, sens = test.split("sensitivity")
+    assert "seed 1: FAILED" in text and "seed 0: passed" in text
+    assert summary.set_index(["arm", "seed"]).gate_passed.to_dict() == {("crl", 0): True, ("individual", 0): None, ("crl", 1): False, ("individual", 1): None}
+    row = [l.split() for l in pooled.splitlines() if l.split()[:1] == ["pooled"]][0]
+    assert row[1:3] == ["200", "400"] and "(0)" in sens   # 200 items, 400 pairs: both seeds in the primary test
+    k = bench_crl.paired_test(pd.concat([pd.read_json(tmp_path/"runs"/f"{arm}-{bench_crl.tag(a)}-seed0"/"eval_items.jsonl", lines=True)
+                                         .query(f"step == {a.steps}").assign(arm=arm, seed=0) for arm in bench_crl.ARMS])
+                              .pivot_table(index=["seed", "item"], columns="arm", values="system").reset_index(), "crl", "individual")
+    assert f"{k.effect.iloc[-1]:.4f}" in sens.split("\n")[2]   # the sensitivity line is seed 0's own test
