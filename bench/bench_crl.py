@@ -334,6 +334,19 @@ def summarize(a, out: Path, pilot: dict|None) -> tuple[pd.DataFrame, str]:
             k = paired_test(w[w.seed.isin(kept)], "crl", "individual").iloc[[-1]]
             lines += [f"sensitivity, pooled over the seeds whose C-RL run passed its own gate ({', '.join(map(str, kept))}):", k.to_string(**fmt)]
         lines.append("")
+    within = []  # each run against its own start, on the same items: what 30 steps did to the system with the policy
+    for seed in a.seeds:
+        for arm in ARMS:
+            _, items = read_run(out/"runs"/f"{arm}-{tag(a)}-seed{seed}")
+            if items.empty: continue
+            f = items[items.protocol == a.protocol].pivot_table(index="item", columns="step", values="system")
+            if 0 in f and a.steps in f:
+                w = f[[0, a.steps]].dropna().rename(columns={0: "before", a.steps: "after"}).reset_index().assign(seed=seed)
+                within.append(paired_test(w, "after", "before").iloc[[0]].assign(seed=f"{arm} {seed}"))
+    if within:
+        lines += ["within each run: held-out system accuracy after training vs before, paired on items (McNemar exact):",
+                  pd.concat(within).rename(columns={"seed": "run"}).to_string(index=False, float_format=lambda x: f"{x:.4f}",
+                                                                               formatters={"p": lambda x: f"{x:.2g}"}), ""]
     pt = policy_text(a, out)
     if len(pt):
         pt.to_csv(out/"policy_text.csv", index=False)

@@ -47,6 +47,10 @@ def test_summary_has_an_interval_for_every_reported_value(tmp_path):
         f = items[items.step == step]
         exact = binomtest(int(f.system.sum()), len(f)).proportion_ci()  # accuracies: the exact binomial interval
         assert (row[f"system_{when}_lo"], row[f"system_{when}_hi"]) == (exact.low, exact.high)
+    within = [l.split() for l in text.split("within each run")[1].split("\n\n")[0].splitlines()[2:]]
+    assert [r[:2] for r in within] == [["crl", "0"], ["individual", "0"]]
+    crl_gain = float(within[0][6])                                        # each run against its own start, paired on the items
+    assert abs(crl_gain - (row.system_after - row.system_before)) < 1e-4
     back = pd.read_csv(tmp_path/"summary.csv")
     assert list(back.columns) == list(summary.columns) and back.shapley_after_lo.notna().all()
 
