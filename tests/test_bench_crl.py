@@ -130,8 +130,6 @@ def test_policy_text_reads_each_versions_proposals_from_the_committed_recording(
               if x["kind"] == "eval" and x["step"] == (0 if when == "before" else a.steps)][0]
         parts = sum(r[f"n_{s}"] * r[f"system_if_{s}"] for s in ("right", "wrong", "none") if r[f"n_{s}"])
         assert abs(parts / r.n - ev["system"]) < 1e-9, (arm, when, parts / r.n, ev["system"])
-    # the trained versions wrote other text than the start: their digests name other calls
-    assert (pt.loc[("crl", "after"), "mean_tokens"], pt.loc[("individual", "after"), "mean_tokens"]) != (pt.loc[("start", "before"), "mean_tokens"],) * 2
 
 
 def test_a_c_rl_run_that_failed_its_own_gate_stays_in_the_test_and_a_sensitivity_line_leaves_it_out(tmp_path):
