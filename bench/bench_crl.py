@@ -41,7 +41,7 @@ Usage: COMPSTRENGTH_HOME=... .venv/bin/python bench/bench_crl.py [--hours 2] [--
          python bench/bench_crl.py --difficulty 1 2 --n-train 118 --hours H
        A step samples, then asks the partners, then trains: one phase at a time, so each can have every core.
 """
-import argparse, json, os, shutil, signal, sys, time
+import argparse, json, os, re, shutil, signal, sys, time
 from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -195,12 +195,12 @@ def policy_text(a, out: Path) -> pd.DataFrame:
     (no model is asked): its greedy proposals (the moa's first round, ≤ --proposal-tokens), found by the digest of the
     weights that wrote them (the run's saved version after training, the shared start before). Per proposal: whether it
     hit the token cap, whether the tail the aggregator reads (the last 600 characters) carries an answer and whether that
-    answer is right, and whether one line fills half of it. With the item's system score, with and without the policy,
+    answer is right, whether a wrong answer is one of the numbers the question shows, and whether one line fills half of it. With the item's system score, with and without the policy,
     split by what that tail said."""
     from scipy.stats import binomtest
     from compstrength.proto_text import tail
     from compstrength.service import adapter_digest
-    from compstrength.tasks import extract_number, load_task, prompt_messages, score
+    from compstrength.tasks import _NUM, _to_float, extract_number, load_task, prompt_messages, score
     task = load_task("arithmetic_crl")
     by_prompt = {prompt_messages(task, it)[0]["content"]: it for it in task.items}
     calls = recorded(out)
@@ -222,14 +222,16 @@ def policy_text(a, out: Path) -> pd.DataFrame:
             lines = [l.strip() for l in c["text"].splitlines() if l.strip()]
             top = max((lines.count(l) for l in set(lines)), default=0)
             said = "none" if ans is None else "right" if score(task, it, t).score == 1 else "wrong"
+            given = {_to_float(x) for x in re.findall(_NUM, it.question)}  # the numbers the question itself shows
             recs.append(dict(cap=c["finish_reason"] == "length", said=said, repeats=len(lines) >= 4 and top >= len(lines) / 2,
+                             copied=said == "wrong" and ans in given,
                              tokens=c["completion_tokens"], system=f.loc[iid, "system"], without=f.loc[iid, "without_policy"]))
         r = pd.DataFrame(recs)
         if r.empty: return dict(**what, n=0)
         ci = binomtest(int(r.cap.sum()), len(r)).proportion_ci()
         d = dict(**what, n=len(r), at_cap=r.cap.mean(), at_cap_lo=ci.low, at_cap_hi=ci.high, mean_tokens=r.tokens.mean(),
                  repeats=r.repeats.mean(), tail_right=(r.said == "right").mean(), tail_wrong=(r.said == "wrong").mean(),
-                 tail_none=(r.said == "none").mean())
+                 tail_none=(r.said == "none").mean(), wrong_copied=int(r.copied.sum()))
         for s in ("right", "wrong", "none"):
             g = r[r.said == s]
             d.update({f"n_{s}": len(g), f"system_if_{s}": g.system.mean() if len(g) else None,
@@ -263,6 +265,7 @@ def policy_text_table(pt: pd.DataFrame) -> str:
     t = pd.DataFrame([{"run": f"{r['arm']} seed {r['seed']} {r['when']}", "n": r["n"], "at_cap": iv(r, "at_cap"),
                        "tokens": f"{r['mean_tokens']:.0f}", "repeats": num(r, "repeats"),
                        "tail right/wrong/none": f"{r['n_right']}/{r['n_wrong']}/{r['n_none']}",
+                       "wrong = a question number": f"{r['wrong_copied']}/{r['n_wrong']}",
                        "system if wrong": iv(r, "system_if_wrong"), "without if wrong": num(r, "without_if_wrong"),
                        "system if none": iv(r, "system_if_none"), "without if none": num(r, "without_if_none"),
                        "system if right": iv(r, "system_if_right"), "without if right": num(r, "without_if_right")}

@@ -124,6 +124,7 @@ def test_policy_text_reads_each_versions_proposals_from_the_committed_recording(
     assert {("start", "before"), ("crl", "after"), ("individual", "after")} <= set(pt.index)
     for (arm, when), r in pt.iterrows():
         assert r.n == a.n_eval and r.n_right + r.n_wrong + r.n_none == r.n, (arm, when)
+        assert 0 <= r.wrong_copied <= r.n_wrong, (arm, when)   # a copied number is counted among the wrong answers only
         assert 0 <= r.at_cap_lo <= r.at_cap <= r.at_cap_hi <= 1
         run = arm if arm != "start" else "crl"
         ev = [x for x in bench_crl.read_run(out/"runs"/f"{run}-{bench_crl.tag(a)}-seed0")[0]
