@@ -277,13 +277,13 @@ def between_seeds(t: pd.DataFrame) -> str:
     """The spread of paired_test's per-seed effects, and what it allows. The item-level tests hold the trained policies fixed
     and generalise over items; a claim over training seeds rests on the seeds alone: a t interval with k − 1 degrees of
     freedom, and an exact sign test whose smallest two-sided p is 2/2^k."""
-    from scipy.stats import t as student
+    from scipy.stats import ttest_1samp
     e = t[t.seed != "pooled"].effect.to_numpy(float); k = len(e)
     head = (f"between seeds (training randomness; the tests above hold these {k} trained pairs fixed and generalise over items): "
             f"effect per seed {', '.join(f'{x:+.3f}' for x in e)}")
     if k < 2: return head + "; one seed: no spread over seeds yet"
-    m, sd = e.mean(), e.std(ddof=1); h = student.ppf(0.975, k - 1) * sd / np.sqrt(k)
-    return (head + f"; mean {m:+.3f}, SD {sd:.3f}, 95% t interval over seeds [{m - h:+.3f}, {m + h:+.3f}]; C-RL ahead in "
+    ci = ttest_1samp(e, 0).confidence_interval(0.95)
+    return (head + f"; mean {e.mean():+.3f}, SD {e.std(ddof=1):.3f}, 95% t interval over seeds [{ci.low:+.3f}, {ci.high:+.3f}]; C-RL ahead in "
             f"{int((e > 0).sum())} of {k}; an exact sign test over {k} seeds cannot give a two-sided p below {2 / 2 ** k:.3g}")
 
 
