@@ -5,10 +5,17 @@
 - Protocol: mixture-of-agents. Every member proposes; the member most accurate on the dev items aggregates
   the proposals. The partners read the policy's proposal, and the policy holds no vote.
 - Partners: gemma3-270m and qwen2.5-coder-0.5b from the embedded pool (llama.cpp; their answers are cached across runs).
-- Task: `arithmetic_crl`, items kept apart from the study's (ids arith-1001..arith-2000, made by
-  `make_arithmetic.py --items 2000 --skip 1000`). With split_seed 0 the same `--n-train` training and `--n-eval`
-  held-out items serve every arm and seed. Its dev split calibrates the aggregator choice. The config refuses any
-  overlap between these parts, or with the study's test items.
+- Task (`--task`): `arithmetic_crl2` (ids arith-2001..arith-3200, made by `make_arithmetic.py --exclude`), whose
+  computations, each a (template, expression), are all new: none is one of the study's `arithmetic1k` or of
+  `arithmetic_crl`, and none repeats. With split_seed 0 the same `--n-train` training and `--n-eval` held-out items
+  serve every arm and seed. Its dev split calibrates the aggregator choice. The config refuses any item that shares
+  a question or a (template, expression) with another part, or with the study's items.
+  The committed runs under bench/results/crl/ used `--task arithmetic_crl` (ids arith-1001..arith-2000), whose
+  questions are kept apart but not its computations: those runs were checked by question only
+  (`CRLConfig(disjoint="question")`, their configs and digests as they were), and test.txt states how many of
+  their held-out items share a (template, expression) with a training item or with an `arithmetic1k` item.
+  Another task's runs carry its name in theirs (`tag`) and go to their own folder (`--out`, default
+  bench/results/crl-<task>), so they never mix with those.
 - Arms:
   - `crl`: the reward is the system's score with the sample in the policy's seat.
   - `individual`: the reward is the sample's own correctness.
@@ -20,9 +27,12 @@
   2. Then every (seed, arm) run, each evaluated on the held-out items before and after training: the policy alone,
      the system with and without it, and its Shapley value and leave-one-out in the 3-member pool. Each C-RL run's own
      gate verdict after its first steps is recorded (`pilot.json`) and reported, but stops nothing: dropping a seed on
-     its own early data would select the seeds. test.txt adds the pooled test over the seeds whose C-RL run passed it.
+     its own early data would select the seeds. test.txt ends with a sensitivity note, the pooled tests over the seeds
+     whose C-RL run passed it, which is no independent check (the gate is read from the same runs).
 - Primary endpoint: held-out system accuracy after training, C-RL vs individual, paired on items (McNemar exact per
   seed; pooled, the exact sign-flip test over items on their seed-averaged differences; bootstrap CI of the effect over items).
+- The paper's endpoint, stated in test.txt: the trained policy's own compositional strength in its system (LOO and
+  Shapley after training, with their CIs), beside the partners alone (the system without the policy).
 
 Everything resumes, on this machine or a new one. Rerun the same command to continue. Runs stop between steps when
 `--hours` is spent, and SIGTERM is safe at any point. What a run needs to go on is copied under `--out` (commit it) as it
@@ -32,7 +42,7 @@ model call in `recording/` (gzipped parts). A work folder that lacks a run is fi
 calls answer again without a model. `summary.csv`, `test.txt` and `policy_text.csv` are rewritten from the runs complete so far
 (`--summary-only` rewrites them from the copies under --out, without a model).
 
-Usage: COMPSTRENGTH_HOME=... .venv/bin/python bench/bench_crl.py [--hours 2] [--seeds 0 1 2] [--device auto]
+Usage: COMPSTRENGTH_HOME=... .venv/bin/python bench/bench_crl.py [--task arithmetic_crl2] [--hours 2] [--seeds 0 1 2] [--device auto]
        (with `compstrength pool up --server llama-server` running in that home, its partners are reused).
        The full mix of levels failed the pilot gate; levels 1-2 passed it: `--difficulty 1 2 --n-train 118`.
        Start the partners so that the aggregator (qwen2.5-coder-0.5b, the best partner on dev) has every core, as the service has:
@@ -40,6 +50,8 @@ Usage: COMPSTRENGTH_HOME=... .venv/bin/python bench/bench_crl.py [--hours 2] [--
          compstrength pool up --server llama-server --slots 2 --threads 2 --members qwen2.5-coder-0.5b
          python bench/bench_crl.py --difficulty 1 2 --n-train 118 --hours H
        A step samples, then asks the partners, then trains: one phase at a time, so each can have every core.
+       The committed runs' summary, from their copies alone (no model, no service):
+         python bench/bench_crl.py --task arithmetic_crl --difficulty 1 2 --n-train 118 --summary-only
 """
 import argparse, json, os, re, shutil, signal, sys, time
 from pathlib import Path
@@ -59,19 +71,28 @@ pd.set_option("display.width", 250)
 PARTNERS = ("gemma3-270m", "qwen2.5-coder-0.5b")
 ARMS = {"crl": "system", "individual": "individual"}
 KEEP = ("log.jsonl", "eval_items.jsonl", "meta.json", "pilot.json", "wall.json", "pending.json")  # a run's client files, kept under --out
+COMMITTED = "arithmetic_crl"  # the task of the committed runs: checked by question only, named and kept as they were
 
 
 def config(a, arm: str, seed: int, steps: int|None = None) -> CRLConfig:
-    return CRLConfig(task="arithmetic_crl", protocol=a.protocol, protocol_params=dict(max_tokens=a.proposal_tokens, n_dev=a.n_dev),
-                     partners=PARTNERS, reward=ARMS[arm], steps=steps or a.steps, prompts_per_step=a.prompts,
+    "A run's config; the committed task's runs keep the question-only rule they were made under (and so their digests)."
+    return CRLConfig(task=a.task, disjoint="question" if a.task == COMMITTED else "template", protocol=a.protocol,
+                     protocol_params=dict(max_tokens=a.proposal_tokens, n_dev=a.n_dev), partners=PARTNERS, reward=ARMS[arm], steps=steps or a.steps, prompts_per_step=a.prompts,
                      group_size=a.group, n_train=a.n_train, n_eval=a.n_eval, split_seed=0, eval_every=a.steps,
                      max_tokens=a.max_tokens, temperature=a.temperature, updates=a.updates, learning_rate=a.lr,
                      seed=seed, pilot_steps=a.pilot_steps, item_meta={"difficulty": a.difficulty} if a.difficulty else {})
 
 
+def slug(task: str) -> str:
+    "A task's name (or file) as it may stand in a run's or a folder's name."
+    return re.sub(r"[^A-Za-z0-9_]+", "_", task)
+
+
 def tag(a) -> str:
-    "The protocol, and the arithmetic levels when not all: part of every run's name, so that settings never share a folder."
-    return a.protocol + (f"-levels{''.join(map(str, a.difficulty))}" if a.difficulty else "")
+    """The protocol, the task unless it is the committed runs' one, and the arithmetic levels when not all: part of every
+    run's name, so that settings never share a folder."""
+    task = "" if a.task == COMMITTED else "-" + slug(a.task)
+    return a.protocol + task + (f"-levels{''.join(map(str, a.difficulty))}" if a.difficulty else "")
 
 
 class Runner:
@@ -201,7 +222,7 @@ def policy_text(a, out: Path) -> pd.DataFrame:
     from compstrength.proto_text import tail
     from compstrength.service import adapter_digest
     from compstrength.tasks import _NUM, _to_float, extract_number, load_task, prompt_messages, score
-    task = load_task("arithmetic_crl")
+    task = load_task(a.task)
     by_prompt = {prompt_messages(task, it)[0]["content"]: it for it in task.items}
     calls = recorded(out)
     def proposals(base: str, digest: str) -> dict:
@@ -287,6 +308,78 @@ def between_seeds(t: pd.DataFrame) -> str:
             f"{int((e > 0).sum())} of {k}; an exact sign test over {k} seeds cannot give a two-sided p below {2 / 2 ** k:.3g}")
 
 
+def overlap_line(a) -> str:
+    """How many held-out items ask the same computation, a (template, expression) with other names, as a training item,
+    and as an item of the study's arithmetic1k (either split): counted from the data files (`item_overlap`), never typed in."""
+    from compstrength.crl import item_overlap
+    cfg = config(a, "crl", a.seeds[0])
+    o = item_overlap(cfg).query("key == 'template' and part == 'held_out'").set_index("other")
+    n = {k: (int(o.loc[k, "n"]), int(o.loc[k, "of"])) for k in ("train", "arithmetic1k") if k in o.index}
+    said = "; ".join(f"{what}: {n[k][0]} of {n[k][1]}" for k, what in (("train", "with a training item"),
+                                                                        ("arithmetic1k", "with an item of arithmetic1k (either split)")) if k in n)
+    line = f"held-out items that share their (template, expression), the same computation asked with other names, {said}"
+    if any(v for v, _ in n.values()):
+        line += ("; so the held-out items are not all new to training, nor all apart from the study's items"
+                 + (" (these runs were checked by question text only, disjoint=\"question\"; the default rule, disjoint=\"template\", "
+                    "refuses any such overlap)" if cfg.disjoint == "question" else ""))
+    return line
+
+
+def endpoint(summary: pd.DataFrame, out: Path, a) -> list[str]:
+    """The paper's endpoint in words: the trained policy's own compositional strength in its system (LOO and Shapley after
+    training, with their intervals, from summary.csv), the partners alone (the system without the policy, from the recorded
+    evaluations, with its exact interval), and how the two arms' policies rank by Shapley and by LOO, seed by seed."""
+    from scipy.stats import binomtest
+    s = summary.dropna(subset=["shapley_after", "loo_after"])
+    if s.empty: return []
+    iv = lambda r, m: f"{r[m]:.3f} [{r[m + '_lo']:.3f}, {r[m + '_hi']:.3f}]" if pd.notna(r[m + "_lo"]) else f"{r[m]:.3f}"
+    t = pd.DataFrame([{"run": f"{r['arm']} seed {r['seed']}", "LOO after": iv(r, "loo_after"), "Shapley after": iv(r, "shapley_after"),
+                       "system after": iv(r, "system_after")} for r in s.to_dict("records")])
+    k = len(s)
+    below = lambda m: f"{int((s[m] < 0).sum())} of {k} runs (the whole 95% interval below 0 in {int((s[m + '_hi'] < 0).sum())})"
+    lines = ["the paper's endpoint, the trained policy's own compositional strength in its system (held-out items; 95% intervals "
+             "over items, bootstrap):", t.to_string(index=False),
+             f"after training the policy's LOO is below 0 in {below('loo_after')}, its Shapley value in {below('shapley_after')}"]
+    ev = []
+    for seed in a.seeds:
+        for arm in ARMS:
+            _, items = read_run(out/"runs"/f"{arm}-{tag(a)}-seed{seed}")
+            if len(items): ev.append(items[items.protocol == a.protocol][["run", "step", "item", "without_policy"]])
+    alone = None
+    if ev:
+        ev = pd.concat(ev)
+        per = ev.groupby(["run", "step"]).without_policy.mean()
+        if (ev.groupby("item").without_policy.nunique() == 1).all():  # frozen partners: the same per item in every evaluation
+            x = ev.drop_duplicates("item").without_policy.to_numpy()
+            alone = x.mean()
+            ci = binomtest(int(x.sum()), len(x)).proportion_ci() if np.isin(x, (0, 1)).all() else None
+            lines.append(f"the partners alone (the system without the policy) score {alone:.3f}" + (f" [{ci.low:.3f}, {ci.high:.3f}]" if ci else "")
+                         + f" on the {len(x)} held-out items, the same in each of the {len(per)} evaluations; every system with a trained policy "
+                         f"scores {s.system_after.min():.3f} to {s.system_after.max():.3f}")
+        else:
+            lines.append(f"the partners alone (the system without the policy) score {per.min():.3f} to {per.max():.3f} across the evaluations; "
+                         f"every system with a trained policy scores {s.system_after.min():.3f} to {s.system_after.max():.3f}")
+    for m, name in (("shapley_after", "Shapley"), ("loo_after", "LOO")):
+        w = s.pivot_table(index="seed", columns="arm", values=m)
+        if not {"crl", "individual"} <= set(w.columns): continue
+        w = w.dropna()
+        up = [f"{int(sd)} ({r.individual:.3f} vs {r.crl:.3f})" for sd, r in w.iterrows() if r.individual > r.crl]
+        lines.append(f"by {name}, the individually trained policy ranks above the C-RL policy of the same seed in "
+                     + (f"seed{'s' if len(up) > 1 else ''} {', '.join(up)}" if up else "no seed") + f" of {len(w)}")
+    harmful = bool((s.loo_after_hi < 0).all() and (s.shapley_after_hi < 0).all())
+    if harmful:
+        lines.append("so every trained policy, C-RL's included, remains a net-harmful member of its system"
+                     + (", and the partners alone do better than any system with one" if alone is not None and alone > s.system_after.max() else "")
+                     + ": the paper's claim, a stronger collaborator (positive compositional strength), is not shown by these runs. "
+                       "What the tests above measure is how much less the system loses with the C-RL policy than with the individual one.")
+    elif (s.shapley_after_lo > 0).any():
+        lines.append("runs whose policy's Shapley value is above 0 with its whole interval: "
+                     + ", ".join(f"{r.arm} seed {r.seed}" for r in s.itertuples() if r.shapley_after_lo > 0))
+    else:
+        lines.append("no run shows a positive Shapley value with its whole interval above 0: a stronger collaborator is not shown by these runs")
+    return lines + [""]
+
+
 def summarize(a, out: Path, pilot: dict|None) -> tuple[pd.DataFrame, str]:
     "summary.csv (one row per arm and seed) and test.txt (the paired test on the runs complete in both arms)."
     rows, finals = [], []
@@ -319,9 +412,9 @@ def summarize(a, out: Path, pilot: dict|None) -> tuple[pd.DataFrame, str]:
     summary = pd.DataFrame(rows, columns=cols)
     summary.to_csv(out/"summary.csv", index=False)
     lines = [f"## C-RL vs individual RL in {a.protocol}: policy SmolLM2-135M-Instruct + LoRA r=8, partners {', '.join(PARTNERS)}",
-             f"task arithmetic_crl{' levels ' + str(a.difficulty) if a.difficulty else ''}: {a.n_train} training, {a.n_eval} held-out items (split_seed 0, the same for every run); "
+             f"task {a.task}{' levels ' + str(a.difficulty) if a.difficulty else ''}: {a.n_train} training, {a.n_eval} held-out items (split_seed 0, the same for every run); "
              f"{a.steps} steps × {a.prompts} prompts × G={a.group} per run, samples ≤{a.max_tokens} tokens at T={a.temperature}, "
-             f"{a.updates} clipped updates per batch, lr {a.lr}; seeds {list(a.seeds)}", ""]
+             f"{a.updates} clipped updates per batch, lr {a.lr}; seeds {list(a.seeds)}", overlap_line(a), ""]
     if pilot: lines += [f"pilot (C-RL, seed {a.seeds[0]}, first steps, no evaluation): {pilot_line(pilot)}", ""]
     others = [d for d in sorted((out/"runs").glob("pilot-*")) if d.name != f"pilot-crl-{tag(a)}-seed{a.seeds[0]}" and (d/"pilot.json").exists()]
     if others: lines += ["pilots of other settings:"] + [f"  {d.name}: {pilot_line(json.loads((d/'pilot.json').read_text()))}" for d in others] + [""]
@@ -330,6 +423,7 @@ def summarize(a, out: Path, pilot: dict|None) -> tuple[pd.DataFrame, str]:
         lines += ["each C-RL run's own gate after its first steps (recorded; it stops no run once the setting's pilot has passed):"]
         lines += [f"  seed {s}: {pilot_line(json.loads((out/'runs'/f'crl-{tag(a)}-seed{s}'/'pilot.json').read_text()))}" for s in sorted(gates)] + [""]
     both = pd.concat(finals, ignore_index=True) if finals else pd.DataFrame()
+    sensitivity = []  # the pooled tests over the seeds whose C-RL run passed its own gate: a note at the end, not a check
     for metric, what in (("system", "PRIMARY: held-out system accuracy after training"), ("policy_alone", "secondary: the policy alone after training")):
         if pilot and not pilot["passed"]:
             lines.append(f"{what}: not tested; the pilot gate stopped the benchmark before any long run"); continue
@@ -348,10 +442,11 @@ def summarize(a, out: Path, pilot: dict|None) -> tuple[pd.DataFrame, str]:
                   f"with 80% power at alpha 0.05 (normal approximation)"]
         lines.append(between_seeds(t))
         kept = sorted(s for s in w.seed.unique() if gates.get(int(s)) is True)
-        if len(kept) < w.seed.nunique() and kept:  # sensitivity: the pooled test without the seeds whose C-RL run failed its own gate
+        if len(kept) < w.seed.nunique() and kept:  # the pooled test without the seeds whose C-RL run failed its own gate
             k = paired_test(w[w.seed.isin(kept)], "crl", "individual").iloc[[-1]]
-            lines += [f"sensitivity, pooled over the seeds whose C-RL run passed its own gate ({', '.join(map(str, kept))}):", k.to_string(**fmt)]
+            sensitivity.append((what, kept, k.to_string(**fmt)))
         lines.append("")
+    lines += endpoint(summary, out, a)
     within = []  # each run against its own start, on the same items: what 30 steps did to the system with the policy
     for seed in a.seeds:
         for arm in ARMS:
@@ -372,6 +467,15 @@ def summarize(a, out: Path, pilot: dict|None) -> tuple[pd.DataFrame, str]:
                   "aggregator reads; system_if_* / without_if_*: held-out system accuracy with / without the policy on the items "
                   "where that tail was right, wrong or had no answer):",
                   policy_text_table(pt), ""]
+    if sensitivity:
+        kept = sensitivity[0][1]
+        lines += [f"SENSITIVITY NOTE — not an independent check. The pooled tests above again, over only the seeds whose C-RL run "
+                  f"passed its own gate ({', '.join(map(str, kept))}). Which seeds those are was read from the same runs: each C-RL "
+                  f"run's gate over its own first steps, a statistic of its early rewards that is tied to how the run turns out. "
+                  f"Keeping seeds on it selects them on the outcome's own data, so these lines must not be read as confirmation "
+                  f"of the pooled tests; the tests above, over every seed, are the result."]
+        for what, _, table in sensitivity: lines += [f"{what}, pooled over seeds {', '.join(map(str, kept))} only:", table]
+        lines.append("")
     text = "\n".join(lines) + "\n"
     (out/"test.txt").write_text(text)
     return summary, text
@@ -379,6 +483,8 @@ def summarize(a, out: Path, pilot: dict|None) -> tuple[pd.DataFrame, str]:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--task", default="arithmetic_crl2",
+                    help=f"the task the policy trains and is evaluated on (default: arithmetic_crl2; {COMMITTED}: the committed runs)")
     ap.add_argument("--protocol", default="moa", help="the protocol the policy trains and is evaluated in")
     ap.add_argument("--difficulty", type=int, nargs="+", default=None, help="arithmetic levels to train and evaluate on (default: all, 1-5)")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -398,7 +504,8 @@ def main():
     ap.add_argument("--device", default="auto")
     ap.add_argument("--threads", type=int, default=os.cpu_count(),
                     help="the service's CPU threads (default: every core; a step samples, asks the partners, then trains, one phase at a time)")
-    ap.add_argument("--out", default="bench/results/crl")
+    ap.add_argument("--out", default=None,
+                    help=f"results (default: bench/results/crl for the committed runs' task {COMMITTED}, else bench/results/crl-<task>)")
     ap.add_argument("--work", default=None, help="run folders and service states (default: home_dir()/bench_crl)")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per model call")
     ap.add_argument("--progress", action="store_true")
@@ -407,7 +514,8 @@ def main():
     a = ap.parse_args()
     # SIGTERM unwinds like Ctrl-C: each run's `finally` stops its service and adds the stretch's wall time and logs
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    out, work = Path(a.out), Path(a.work or home_dir()/"bench_crl")
+    out = Path(a.out or ("bench/results/crl" if a.task == COMMITTED else f"bench/results/crl-{slug(a.task)}"))
+    work = Path(a.work or home_dir()/"bench_crl")
     out.mkdir(parents=True, exist_ok=True); work.mkdir(parents=True, exist_ok=True)
     deadline = time.time() + a.hours * 3600
     for arm in ARMS:  # every config is checked (items, overlap, partners' names) before any call

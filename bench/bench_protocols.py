@@ -30,7 +30,7 @@ def main():
     pt = res["protocols"]
     players = cfg.players
     print(f"## Protocols on {cfg.path} (replayed from {cfg.run.recording})\n")
-    print(pt[["protocol", "family", "task", "items", "v_N", "best_single", "best_member", "gain", "calls_per_item",
+    print(pt[["protocol", "family", "task", "items", "v_N", "best_individual", "best_individual_member", "gain", "gain_ci_low", "gain_ci_high", "dictator", "calls_per_item",
               "upper_bound"]].to_string(index=False))
     print("\n## Per member: individual strength / Shapley / LOO\n")
     short = {p: p.replace("qwen2.5-coder-", "qwen-").replace("smollm2-", "smol-").replace("gemma3-", "gemma-") for p in players}

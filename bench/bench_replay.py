@@ -30,6 +30,19 @@ def fresh_home(root: Path) -> Path:
     return home
 
 
+def recorded_answers(study: Path) -> int:
+    "The answers the study's recordings hold (its batch files and its text experiment's parts): distinct requests, each answered once."
+    from compstrength.models import load_recording
+    from compstrength.study import load_study, study_folder
+    cfg = load_study(study)
+    n = len(load_recording(study_folder(cfg)))
+    tc = cfg.text_config()
+    if tc is not None and tc.run.recording:
+        rec = Path(tc.run.recording)
+        n += len(load_recording(rec if rec.is_absolute() else REPO/rec))
+    return n
+
+
 def timed_run(args: list, root: Path) -> dict:
     "`compstrength run ARGS` in a fresh home: wall seconds, the run's own evaluation seconds, its exit code."
     env = {**os.environ, "COMPSTRENGTH_HOME": str(fresh_home(root))}
@@ -40,6 +53,7 @@ def timed_run(args: list, root: Path) -> dict:
     m = re.search(r"(\d+) requests, (\d+) model calls, ([\d.]+) s;", r.stdout)
     items = re.findall(r"^\s*(\w+)\s+(True|False)\s+(\d+)\s+(\d+)\s", r.stdout, flags=re.M)
     return dict(wall=wall, evaluation=float(m.group(3)), requests=int(m.group(1)), model_calls=int(m.group(2)),
+                answers=recorded_answers(Path(args[0]) if args else REPO/"configs"/"study.toml"),
                 items=", ".join(f"{t} {n}" for t, _, n, _ in items))
 
 
@@ -109,10 +123,12 @@ def main():
             for k in range(a.repeats):
                 rows.append(dict(recording="synthetic, full size", run=k + 1, **timed_run([str(study)], tmp/f"syn{k}")))
     print("\n# wall: the whole command (Python start, imports, analysis, writing the CSVs and report.html); evaluation: the run's "
-          "own analysis time as it prints it; items: test items per task analysed")
-    print(f"{'recording':>22} {'run':>3} {'wall s':>7} {'evaluation s':>12} {'requests':>8} {'model calls':>11}  items")
+          "own analysis time as it prints it; answers: the distinct answers the recordings hold (the study's batch files and its text "
+          "experiment's parts); requests: the calls the analysis asked for, each answered from those (one answer serves every "
+          "protocol and coalition that reads it); items: test items per task analysed")
+    print(f"{'recording':>22} {'run':>3} {'wall s':>7} {'evaluation s':>12} {'answers':>8} {'requests':>8} {'model calls':>11}  items")
     for r in rows:
-        print(f"{r['recording']:>22} {r['run']:>3} {r['wall']:7.1f} {r['evaluation']:12.1f} {r['requests']:8d} {r['model_calls']:11d}  {r['items']}")
+        print(f"{r['recording']:>22} {r['run']:>3} {r['wall']:7.1f} {r['evaluation']:12.1f} {r['answers']:8d} {r['requests']:8d} {r['model_calls']:11d}  {r['items']}")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ The real training service (`compstrength serve-trainer --device cuda`, a separat
 with the real policy (SmolLM2-135M-Instruct, from the embedded GGUF, + LoRA r=8, bf16 on the GPU), driven by
 the real client (`CRLRun`, samples through LiteLLM with their token ids and log-probabilities):
 
-  1. individual-RL steps on `arithmetic_crl` training items, P prompts × G samples at T = 0.8, 2 updates per
+  1. individual-RL steps on `arithmetic_crl2` training items (`CRLConfig`'s default task), P prompts × G samples at T = 0.8, 2 updates per
      batch (clipped against the sampling log-probabilities), with a held-out evaluation before and after;
   2. an interrupted run resumed from its log and the service's state;
   3. the figures a paper-scale run is sized from: seconds per step (sampling, update), sampled tokens per second,
@@ -94,7 +94,7 @@ def main():
         svc.terminate(); svc.wait(60)
     table = pd.Series(rows).to_string()
     head = (f"## GPU check: training service on {env['device']} (torch {env['torch']}, CUDA {env['cuda']}), "
-            f"SmolLM2-135M-Instruct + LoRA r=8, individual RL on arithmetic_crl, T=0.8, 2 updates per batch\n"
+            f"SmolLM2-135M-Instruct + LoRA r=8, individual RL on {CRLConfig().task}, T=0.8, 2 updates per batch\n"
             f"(the held-out accuracies are on {a.n_eval} items and {a.steps} steps: a check of the loop, not a result)\n")
     txt = head + "\n" + table + "\n\n" + pd.DataFrame(checks).to_string(index=False) + "\n"
     print(txt); (out/"gpu_check.txt").write_text(txt)

@@ -7,6 +7,7 @@ Docs: https://compstrength.github.io/compstrength/analysis.html.md"""
 # %% ../nbs/07_analysis.ipynb #65eeaaad
 from __future__ import annotations
 from functools import lru_cache
+import warnings
 from math import factorial
 from typing import Sequence
 import numpy as np
@@ -17,9 +18,9 @@ from .attribution import SAMPLED_METHODS, attribute_items, bootstrap_ci, coaliti
 from .game import item_values
 
 # %% auto #0
-__all__ = ['VALUE_METHODS', 'values_table', 'exact_rank_test', 'rank_corr', 'min_detectable_rho', 'rank_correlation', 'holm',
-           'verdict', 'correlations_table', 'summarize', 'pairwise_table', 'record_players', 'item_values_of',
-           'coalition_table', 'interaction_table', 'contribution_table']
+__all__ = ['VALUE_METHODS', 'FLAG_COLUMNS', 'values_table', 'exact_rank_test', 'rank_corr', 'min_detectable_rho',
+           'rank_correlation', 'holm', 'verdict', 'correlations_table', 'summarize', 'pairwise_table', 'record_players',
+           'item_values_of', 'coalition_table', 'interaction_table', 'contribution_table']
 
 # %% ../nbs/07_analysis.ipynb #8bbcd74b
 def _tidy(x):
@@ -189,6 +190,37 @@ def min_detectable_rho(n: int, # models (untied ranks)
     return float(min(sig)) if sig else np.nan
 
 # %% ../nbs/07_analysis.ipynb #3509699f
+def _corr_ci(px: np.ndarray, py: np.ndarray, est: dict, n_boot: int, level: float, seed: int) -> dict:
+    "BCa bootstrap CIs (scipy) of Spearman ρ and Kendall τ-b between the item means of px and py, paired over items; percentile where BCa is undefined."
+    m = len(px)
+    def stat(idx, axis=-1):  # idx: resamples of item indices (..., m) → (2, ...): ρ and τ of the resampled means
+        idx = np.asarray(idx, dtype=np.int64); shape = idx.shape[:-1]
+        flat = idx.reshape(-1, idx.shape[-1])
+        B = len(flat)
+        c = np.bincount((flat + m * np.arange(B)[:, None]).ravel(), minlength=B * m).reshape(B, m) / flat.shape[1]
+        bx, by = _tidy(c @ px), _tidy(c @ py)
+        return np.stack([_boot_corr(bx, by, k) for k in ("spearman", "kendall")]).reshape((2, *shape))
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # BCa is undefined where a resample or a jackknife leaves ρ undefined: handled below
+        res = stats.bootstrap((np.arange(m),), stat, n_resamples=n_boot, confidence_level=level, method="BCa",
+                              vectorized=True, rng=np.random.default_rng(seed))
+    out, lo, hi = {}, (1 - level) / 2, (1 + level) / 2
+    for k, kind in enumerate(("spearman", "kendall")):
+        boots = res.bootstrap_distribution[k]
+        ok = boots[~np.isnan(boots)]  # undefined where a resample makes one strength constant: counted, not hidden
+        a, b = float(res.confidence_interval.low[k]), float(res.confidence_interval.high[k])
+        how = "BCa" if np.isfinite(a) and np.isfinite(b) and len(ok) == len(boots) and np.isfinite(est[kind]) else ""
+        below = float(np.mean(ok < est[kind])) if len(ok) == len(boots) and np.isfinite(est[kind]) else np.nan
+        if not how and 0 < below < 1:  # no acceleration (every jackknife value equal): bias-corrected, scipy's z0, a = 0
+            z0 = stats.norm.ppf(below)
+            a, b = (float(np.quantile(ok, stats.norm.cdf(2 * z0 + stats.norm.ppf(q)))) for q in (lo, hi))
+            how = "BC"
+        if not how:
+            a, b = (float(np.quantile(ok, lo)), float(np.quantile(ok, hi))) if len(ok) else (np.nan, np.nan)
+            how = "percentile"
+        out.update({f"{kind}_ci_low": a, f"{kind}_ci_high": b, f"{kind}_ci_method": how, f"{kind}_degenerate": int(len(boots) - len(ok))})
+    return out
+
 def rank_correlation(table: pd.DataFrame, # from `values_table`
                      x: str = "individual", # first strength
                      y: str = "shapley", # second strength
@@ -199,21 +231,14 @@ def rank_correlation(table: pd.DataFrame, # from `values_table`
                      n_mc: int = 100_000, # Monte Carlo pairings above it
                      alpha: float = 0.05, # level of `min_detectable`
                     ) -> dict:
-    "Spearman and Kendall correlation of `x` and `y` across models, with permutation p-values and paired bootstrap CIs over items."
+    "Spearman and Kendall correlation of `x` and `y` across models, with exact permutation p-values and paired BCa bootstrap CIs over items."
     px, py = (table.attrs["per_item"][c].to_numpy(dtype=float) for c in (x, y))
     m = len(px)
-    counts = _boot_counts(m, n_boot, seed)  # one set of resamples for both strengths: paired over items
-    bx, by = _tidy(counts @ px / m), _tidy(counts @ py / m)  # n_boot × models
     res = dict(x=x, y=y, n_models=len(table), n_items=m, n_boot=n_boot)
-    lo, hi = (1 - level) / 2, (1 + level) / 2
     for kind in ("spearman", "kendall"):
         t = exact_rank_test(table[x], table[y], kind, n_exact=n_exact, n_mc=n_mc, seed=seed)
-        boots = _boot_corr(bx, by, kind)  # vectorised: 400–1,800× faster than scipy per resample (n=4, 2,000 resamples)
-        ok = boots[~np.isnan(boots)]      # undefined where a resample makes one strength constant: counted, not hidden
-        res.update({kind: t["statistic"], f"{kind}_p": t["p"], f"{kind}_p_method": t["method"], f"{kind}_p_se": t["p_se"],
-                    f"{kind}_ci_low": float(np.quantile(ok, lo)) if len(ok) else np.nan,
-                    f"{kind}_ci_high": float(np.quantile(ok, hi)) if len(ok) else np.nan,
-                    f"{kind}_degenerate": int(len(boots) - len(ok))})
+        res.update({kind: t["statistic"], f"{kind}_p": t["p"], f"{kind}_p_method": t["method"], f"{kind}_p_se": t["p_se"]})
+    res.update(_corr_ci(px, py, res, n_boot, level, seed))
     res["min_detectable"] = min_detectable_rho(len(table), "spearman", alpha)
     return res
 
@@ -252,23 +277,29 @@ def verdict(p_adj: float, # Holm-adjusted p-value of Spearman's ρ
     return "inconclusive"
 
 # %% ../nbs/07_analysis.ipynb #2d77b3ba
+FLAG_COLUMNS = ("gain", "gain_ci_low", "gain_ci_high", "beats_best", "best_individual_member", "best_coalition_gain", "dictator",
+                "dictator_fixed_share", "dictator_r2", "n_at_chance", "players_at_chance")  # what a correlation row carries of `diagnostics.game_flags`
+
 def correlations_table(settings: dict, # (pool, protocol, family, task) → values table
                        exclude: Sequence[str] = (), # protocols that are upper bounds (the oracle router): no test, verdict "upper bound"
                        alpha: float = 0.05, # significance level (Holm-adjusted)
                        strong: float = 0.5, # a CI of ρ below this rules out strong coupling
                        min_items: int = 10, # fewer items: inconclusive
+                       flags: dict|None = None, # (pool, protocol, family, task) → `diagnostics.game_flags`: a dictator game gets its own verdict
                        **kw, # passed to `rank_correlation` (n_boot, level, seed, n_exact, n_mc)
                       ) -> pd.DataFrame: # one row per (setting, pair of strengths)
-    "One row per (setting, pair of strengths), with Holm-adjusted p-values across settings and a verdict."
+    "One row per (setting, pair of strengths), with Holm-adjusted p-values across settings, the setting's flags, and a verdict on individual vs Shapley."
     n_boot, level, seed = kw.get("n_boot", 2000), kw.get("level", 0.95), kw.get("seed", 0)
-    rows = []
-    for (pool, protocol, family, task), t in settings.items():
+    rows, flags = [], flags or {}
+    for key, t in settings.items():
+        pool, protocol, family, task = key
         vN = t.attrs.get("v_N")
         ci = bootstrap_ci(pd.DataFrame({"v_N": vN}), n_boot=n_boot, level=level, seed=seed).iloc[0] if vN is not None else None
         setting = dict(v_N=float(ci["value"]) if ci is not None else np.nan,
                        v_N_halfwidth=float(ci["ci_high"] - ci["ci_low"]) / 2 if ci is not None else np.nan,
                        shapley_halfwidth_max=float(((t.shapley_ci_high - t.shapley_ci_low) / 2).max()) if "shapley_ci_low" in t else np.nan,
                        loo_all_zero=bool((t.loo.abs() <= 1e-12).all()))  # LOO ranks nobody
+        if flags: setting.update({k: flags.get(key, {}).get(k, np.nan) for k in FLAG_COLUMNS})
         for x, y in (("individual", "shapley"), ("individual", "loo"), ("loo", "shapley")):
             rows.append(dict(pool=pool, protocol=protocol, family=family, task=task,
                              **rank_correlation(t, x, y, alpha=alpha, **kw), **setting))
@@ -277,9 +308,12 @@ def correlations_table(settings: dict, # (pool, protocol, family, task) → valu
     bound = c.protocol.isin(list(exclude))
     c["spearman_p_holm"] = np.nan
     for _, g in c[~bound].groupby(["x", "y"]): c.loc[g.index, "spearman_p_holm"] = holm(g.spearman_p)
-    c["verdict"] = [("upper bound" if b else verdict(r.spearman_p_holm, r.spearman_ci_low, r.spearman_ci_high, r.n_items,
-                                                      r.spearman_degenerate / r.n_boot, alpha, strong, min_items, level))
-                    for b, r in zip(bound, c.itertuples())]
+    main = (c.x == "individual") & (c.y == "shapley")  # the question the verdict answers; the other rows are descriptive
+    dictator = c["dictator"].fillna("").astype(str).str.len().gt(0) if "dictator" in c else pd.Series(False, index=c.index)
+    c["verdict"] = [("" if not mn else "upper bound" if b else "dictator game" if d else
+                     verdict(r.spearman_p_holm, r.spearman_ci_low, r.spearman_ci_high, r.n_items,
+                             r.spearman_degenerate / r.n_boot, alpha, strong, min_items, level))
+                    for mn, b, d, r in zip(main, bound, dictator, c.itertuples())]
     return c
 
 # %% ../nbs/07_analysis.ipynb #91ee5333
@@ -287,14 +321,17 @@ def summarize(correlations: pd.DataFrame, # from `correlations_table`
               threshold: float = 0.5, # the old criterion, kept for comparison: Spearman ρ ≥ threshold (`rho_ge_threshold`)
               exclude: Sequence[str] = (), # protocols left out (upper bounds such as the oracle router)
              ) -> pd.DataFrame: # one row per family, and a last row "all"
-    "Per protocol family and over all: the settings' verdicts on individual vs Shapley, and how LOO ranks against Shapley."
+    "Per protocol family and over all: the settings' verdicts on individual vs Shapley (dictator games counted apart), and how LOO ranks against Shapley."
     if "verdict" not in correlations: raise ValueError("correlations has no verdict column: build it with `correlations_table`")
-    c = correlations[~correlations.protocol.isin(list(exclude)) & (correlations.verdict != "upper bound")]
+    c = correlations
+    bound = set(c.loc[c.verdict == "upper bound", "protocol"]) | set(exclude)  # an upper bound's every row is left out
+    c = c[~c.protocol.isin(list(bound))]
     main, ls = c[(c.x == "individual") & (c.y == "shapley")], c[(c.x == "loo") & (c.y == "shapley")]
     def row(family, m, l):
         v = m.verdict
         return dict(family=family, settings=len(m), translates=int((v == "translates").sum()),
                     does_not_translate=int((v == "does not translate").sum()), inconclusive=int((v == "inconclusive").sum()),
+                    dictator_games=int((v == "dictator game").sum()),
                     mean_spearman=round(float(m.spearman.mean()), 3), rho_ge_threshold=int((m.spearman >= threshold).sum()),
                     loo_shapley_mean_rho=round(float(l.spearman.mean()), 3), loo_shapley_n=int(l.spearman.notna().sum()),
                     loo_all_zero_share=float(m.loo_all_zero.astype(float).mean()) if len(m) else np.nan)

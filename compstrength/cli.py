@@ -22,14 +22,15 @@ from .experiment import ConfigError, headline, load_config, run_experiment, writ
 from .files import project_root
 from .protocols import dev_task
 from .reuse import own_answers
-from .report import finding, settings_table
+from .report import finding, games_table, settings_table
 from .moco import MocoLogError, import_moco, moco_logs
 from .study import (StudyError, agreement_table, collect, collection_cost, load_study, stopping_rule, stopping_table, study_folder,
                                 study_players, study_progress, study_results, study_status)
 
 # %% auto #0
 __all__ = ['USER_ERRORS', 'smoke_run', 'smoke_summary', 'cmd_pool', 'cmd_smoke', 'cmd_run', 'cmd_study', 'cmd_protocols',
-           'cmd_tasks', 'cmd_import_moco', 'cmd_attribute', 'cmd_docs', 'cmd_serve_trainer', 'cli_parser', 'main']
+           'cmd_tasks', 'cmd_import_moco', 'InputError', 'cmd_attribute', 'cmd_docs', 'cmd_serve_trainer', 'cli_parser',
+           'main']
 
 # %% ../nbs/13_cli.ipynb #eb770a38
 def smoke_run(client: ModelClient, # a client over the pool
@@ -175,8 +176,15 @@ def _run_study(a: argparse.Namespace, path: Path) -> int:
     print(f"\nSetting by setting: Spearman ρ between individual strength and Shapley value across the players, its "
           f"{cfg.level:.0%} CI, the exact permutation p (Holm-adjusted over the settings) and the verdict:")
     print(settings_table(res["correlations"], res["protocols"], cfg.level).to_string(index=False))
+    print("\nWhat the games are: v(N) against the best member alone (gain with its paired CI), the best of every coalition, "
+          "whether one member fixes or explains v(S) (a dictator game), players at chance:")
+    print(games_table(res["protocols"]).to_string(index=False))
+    ch = res["chance"]
+    print("\nPlayers at chance (the exact CI of their accuracy reaches chance) or giving one answer to >= 80% of the items:")
+    print(ch[ch.guessing][["source", "task", "model", "items", "accuracy", "ci_low", "ci_high", "chance", "top_answer", "top_share"]].round(3).to_string(index=False)
+          if ch.guessing.any() else "none")
     print("\n" + res["summary"].to_string(index=False))
-    print("\n" + finding(res["correlations"], res["protocols"], cfg.level))
+    print("\n" + finding(res["correlations"], res["protocols"], cfg.level, res["chance"], res["players"]))
     print(f"\n{mode}: {res['requests']} requests, {res['model_calls']} model calls, {res['seconds']:.1f} s; results in {out}/ (report.html)")
     return 1 if "error" in res["outcomes"] and res["outcomes"].error.notna().any() else 0
 
@@ -198,9 +206,10 @@ def cmd_run(a: argparse.Namespace, # `config`, `live`, `record`, `limit`, `out` 
     cols = ["protocol", "task", "model", "individual", "shapley", "shapley_ci_low", "shapley_ci_high", "loo", "banzhaf", "method", "budget"]
     print(res["values"][[c for c in cols if c in res["values"]]].round(3).to_string(index=False))  # a budgeted run has no Banzhaf
     pt = res["protocols"]
-    print("\nProtocols: the grand coalition's value v(N), the best single member, calls per item (N):")
-    print(pt[["protocol", "family", "task", "items", "v_N", "best_single", "best_member", "gain", "calls_per_item",
-              "upper_bound"]].to_string(index=False))
+    print("\nProtocols: the grand coalition's value v(N), the best member alone (its own accuracy), the gain over it with its "
+          "paired CI, the best coalition, the dictator check, players at chance, calls per item (N):")
+    print(pt[["protocol", "family", "task", "items", "v_N", "best_individual", "best_individual_member", "gain", "gain_ci_low", "gain_ci_high",
+              "best_coalition_value", "dictator", "n_at_chance", "calls_per_item", "upper_bound"]].round(3).to_string(index=False))
     c = res["correlations"]
     print("\nIndividual vs Shapley across the pool: Spearman ρ, exact permutation p (Holm-adjusted over the settings), "
           "paired bootstrap CI over items, the smallest ρ detectable at this pool size, and the verdict:")
@@ -300,16 +309,35 @@ def cmd_import_moco(a: argparse.Namespace, # `logdir` and `out`
     return 0 if len(v) else 2
 
 # %% ../nbs/13_cli.ipynb #565cb522
+class InputError(ValueError):
+    "A file named on the command line that cannot be used as asked; the message names the file."
+
+# %% ../nbs/13_cli.ipynb #382e1e44
+def _coalition_values(path: str # a CSV with columns coalition and value
+                     ) -> tuple: # (players, frozenset → value)
+    "The coalition values of a CSV, checked: a readable file, both columns, numbers, known coalitions once each."
+    try: df = pd.read_csv(path, dtype={"coalition": str}, keep_default_na=False)
+    except FileNotFoundError: raise InputError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as e: raise InputError(f"{path}: not a readable CSV ({e})") from None
+    if not {"coalition", "value"} <= set(df.columns):
+        raise InputError(f"{path}: needs columns 'coalition' and 'value' (got {list(df.columns)})")
+    vals = pd.to_numeric(df.value, errors="coerce")
+    if vals.isna().any():
+        k = int(vals.isna().idxmax())
+        raise InputError(f"{path}:{k + 2}: value {df.value.iloc[k]!r} is not a number")
+    sets = [parse_coalition(c) for c in df.coalition]
+    seen = {}
+    for k, c in enumerate(sets):
+        if c in seen: raise InputError(f"{path}:{k + 2}: coalition {df.coalition.iloc[k]!r} is also on line {seen[c] + 2}")
+        seen[c] = k
+    return sorted(set().union(*sets)), dict(zip(sets, vals.astype(float)))
+
 def cmd_attribute(a: argparse.Namespace, # `values` (a CSV), `method`, `budget` and `seed`
                  ) -> int: # the exit code
     "`compstrength attribute`: attribute the coalition values of a CSV with each method asked for."
-    df = pd.read_csv(a.values, dtype={"coalition": str}, keep_default_na=False)
-    if not {"coalition", "value"} <= set(df.columns):
-        raise SystemExit(f"{a.values}: needs columns 'coalition' and 'value' (got {list(df.columns)})")
-    sets = [parse_coalition(c) for c in df.coalition]
-    players = sorted(set().union(*sets))
-    v = dict(zip(sets, df.value.astype(float)))
-    res = pd.DataFrame({m: attribute(v, players, method=m, budget=a.budget, seed=a.seed) for m in a.method})
+    players, v = _coalition_values(a.values)
+    try: res = pd.DataFrame({m: attribute(v, players, method=m, budget=a.budget, seed=a.seed) for m in a.method})
+    except ValueError as e: raise InputError(f"{a.values}: {e}") from None  # e.g. coalitions an exact method needs are missing
     print(res.round(6).to_string())
     return 0
 
@@ -398,7 +426,8 @@ def cli_parser() -> argparse.ArgumentParser: # the `compstrength` command's pars
     return p
 
 # %% ../nbs/13_cli.ipynb #3c99a61b
-USER_ERRORS = (UnknownModelError, ModelDownError, ReplayMissError, ChecksumError, TaskError, ProtocolError, ConfigError, StudyError, MocoLogError)
+USER_ERRORS = (UnknownModelError, ModelDownError, ReplayMissError, ChecksumError, TaskError, ProtocolError, ConfigError, StudyError, MocoLogError,
+               InputError)
 
 def main(argv: list[str]|None = None, # the arguments (default: `sys.argv[1:]`)
         ) -> int: # the exit code

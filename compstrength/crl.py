@@ -22,8 +22,8 @@ from .tasks import Item, Task, load_task, prompt_messages, score
 # %% auto #0
 __all__ = ['RewardError', 'SeatClient', 'individual_reward', 'system_reward', 'TrainerError', 'TrainerUnavailable',
            'TrainerAuthError', 'StalePolicyError', 'TrainerRequestError', 'check_rewards', 'sampled_completion',
-           'TrainerClient', 'CRLConfig', 'train_eval_items', 'PilotGateError', 'pilot_gate', 'sign_flip_test',
-           'paired_test', 'EvaluationError', 'CRLRun']
+           'TrainerClient', 'CRLConfig', 'train_eval_items', 'item_overlap', 'PilotGateError', 'pilot_gate',
+           'sign_flip_test', 'paired_test', 'EvaluationError', 'CRLRun']
 
 # %% ../nbs/12_crl.ipynb #b0a9d610
 class RewardError(RuntimeError):
@@ -212,7 +212,7 @@ class TrainerClient:
 class CRLConfig(BaseModel):
     "A C-RL (or individual-RL) training run; every field is checked when the config is made."
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
-    task: str = "arithmetic_crl" # task name or file (default: the arithmetic items kept apart from the study's)
+    task: str = "arithmetic_crl2" # task name or file (default: arithmetic items whose computations are kept apart from the study's)
     protocol: str = "majority_vote" # the collaboration protocol the policy trains inside
     protocol_params: dict = Field(default_factory=dict) # parameters of the training and evaluation protocols (max_tokens, n_dev…)
     partners: tuple[str, ...] = ("gemma3-270m", "qwen2.5-coder-0.5b") # the frozen members
@@ -226,6 +226,7 @@ class CRLConfig(BaseModel):
     n_eval: int = 300 # held-out evaluation items (from the test split; the dev split stays for calibration)
     split_seed: int = 0 # which items are held out: the same for every arm and seed, so they can be compared item by item
     avoid: tuple[str, ...] = ("arithmetic1k", "gsm8k", "mmlu") # tasks whose test items C-RL never trains, calibrates or evaluates on (the study's)
+    disjoint: str = "template" # "template": items are kept apart by question and by (template, expression), the computation a question asks; "question": by question text only (left out of the digest, so configs made before this field keep theirs)
     eval_every: int = 10 # evaluate every k steps (and before the first and after the last)
     eval_protocols: tuple[str, ...] = () # protocols to evaluate in (default: the training protocol)
     max_tokens: int = 128 # policy sample length
@@ -246,6 +247,12 @@ class CRLConfig(BaseModel):
     @classmethod
     def _calibration(cls, v):
         if v not in ("start", "current"): raise ValueError(f"calibration must be 'start' or 'current', not {v!r}")
+        return v
+
+    @field_validator("disjoint")
+    @classmethod
+    def _disjoint(cls, v):
+        if v not in ("template", "question"): raise ValueError(f"disjoint must be 'template' or 'question', not {v!r}")
         return v
 
     @field_validator("reward")
@@ -297,20 +304,20 @@ class CRLConfig(BaseModel):
         return self
 
     def check_disjoint(self) -> dict: # items per part: train, held_out, dev
-        "Refuse a run whose train, dev or held-out items share a question with each other or with the test items of `avoid`."
-        tr, ev = train_eval_items(self)
-        dev = load_task(self.task, split="dev")  # what the protocols calibrate on
-        parts = dict(train=tr, held_out=ev, dev=dev)
-        qs = {k: {it.question for it in v} for k, v in parts.items()}
-        for a, b in (("train", "held_out"), ("train", "dev"), ("held_out", "dev")):
-            if qs[a] & qs[b]: raise ValueError(f"{len(qs[a] & qs[b])} questions are in both the {a} and the {b} items")
+        "Refuse a run whose train, held-out or dev items share a question (and, with `disjoint=\"template\"`, a (template, expression)) with each other or with the items of `avoid` (`item_overlap`)."
         for name in self.avoid:
             if name == self.task: raise ValueError(f"C-RL cannot use {name!r}: it is among the tasks to avoid {self.avoid}")
-            study = {it.question for it in load_task(name, split="test")}
-            for k, q in qs.items():
-                if q & study: raise ValueError(f"{len(q & study)} of the {k} items are test items of {name!r} (the study measures them); "
-                                               f"use a task kept apart, e.g. 'arithmetic_crl'")
-        return {k: len(v) for k, v in parts.items()}
+        o = item_overlap(self)
+        rules = ("question", "template") if self.disjoint == "template" else ("question",)
+        bad = o[o.key.isin(rules) & (o.n > 0)]
+        if len(bad):
+            what = dict(question="question", template="(template, expression)")
+            say = lambda r: (f"{r.n} of the {r.of} {r.part} items share their {what[r.key]} with "
+                             + (f"the {r.other} items" if r.other in ("train", "held_out", "dev") else f"items of {r.other!r} (the study measures them)")
+                             + f", e.g. {r.example}")
+            raise ValueError("; ".join(say(r) for r in bad.itertuples()) + ". Use a task whose items are kept apart, e.g. 'arithmetic_crl2'")
+        of = o.drop_duplicates("part").set_index("part")["of"]
+        return {k: int(of[k]) for k in ("train", "held_out", "dev")}
 
     @property
     def coalition(self) -> tuple:
@@ -321,8 +328,10 @@ class CRLConfig(BaseModel):
         "The training protocol, then the other evaluation protocols, each once."
         return tuple(dict.fromkeys((self.protocol, *self.eval_protocols)))
     def digest(self) -> str:
-        "A short hash of the whole config: a run folder holds one config."
-        return hashlib.sha256(json.dumps(self.model_dump(), sort_keys=True, default=list).encode()).hexdigest()[:16]
+        "A short hash of the whole config: a run folder holds one config. `disjoint` at \"question\" is left out, so a config made before that field keeps its digest."
+        d = self.model_dump()
+        if d["disjoint"] == "question": del d["disjoint"]
+        return hashlib.sha256(json.dumps(d, sort_keys=True, default=list).encode()).hexdigest()[:16]
 
 # %% ../nbs/12_crl.ipynb #009a2701
 def _filtered(cfg: CRLConfig) -> Task:
@@ -338,6 +347,30 @@ def train_eval_items(cfg: CRLConfig) -> tuple[Task, Task]:
     order = np.random.default_rng(cfg.split_seed).permutation(len(t))
     ev, tr = sorted(order[:cfg.n_eval]), sorted(order[cfg.n_eval:cfg.n_eval + cfg.n_train])
     return Task(t.name, t.kind, [t[k] for k in tr], t.source), Task(t.name, t.kind, [t[k] for k in ev], t.source)
+
+# %% ../nbs/12_crl.ipynb #7faffd81
+def _computation(item: Item) -> tuple|None: # (template, expression), or None where the item's meta lacks either
+    "What an item computes, whatever names fill its template: its meta's (template, expression)."
+    t, e = item.meta.get("template"), item.meta.get("expression")
+    return (t, e) if t and e else None
+
+# %% ../nbs/12_crl.ipynb #6b91900c
+def item_overlap(cfg: CRLConfig, # the run
+                 whole: tuple[str, ...] = ("arithmetic1k",), # avoided tasks whose items of both splits count (the study calibrates on their dev items)
+                ) -> pd.DataFrame: # one row per (key, part, other): n of the part's `of` items share their key with `other`, e.g. `example`
+    "How many of a run's train, held-out and dev items share a question, or a (template, expression), with another part or with the items of `avoid`."
+    tr, ev = train_eval_items(cfg)
+    parts = dict(train=tr, held_out=ev, dev=load_task(cfg.task, split="dev"))
+    avoided = {n: load_task(n, split="all" if n in whole else "test") for n in cfg.avoid if n != cfg.task}
+    pairs = [("held_out", "train"), ("held_out", "dev"), ("train", "dev")] + [(p, n) for n in avoided for p in parts]
+    rows = []
+    for key, f in (("question", lambda it: it.question), ("template", _computation)):
+        keys = {n: {f(it) for it in t} - {None} for n, t in {**parts, **avoided}.items()}
+        for part, other in pairs:
+            shared = [f(it) for it in parts[part] if f(it) is not None and f(it) in keys[other]]
+            rows.append(dict(key=key, part=part, other=other, n=len(shared), of=len(parts[part]),
+                             example=repr(shared[0])[:100] if shared else None))
+    return pd.DataFrame(rows)
 
 # %% ../nbs/12_crl.ipynb #acde1f66
 class PilotGateError(RuntimeError):

@@ -19,16 +19,17 @@ from .models import MODES, PROMPT_STYLES, ModelClient, ModelSpec
 from .local import MEMBERS, SERVERS, pool_specs
 from .tasks import TASKS, Task, load_task
 from .protocols import PROTOCOLS, Protocol, ProtocolError, available_protocols, get_protocol
-from .attribution import ESTIMATOR, attribute, coalition_label
+from .attribution import ESTIMATOR, attribute, coalition_label, mask_of
 from .game import CoalitionGame, item_values
 from .analysis import correlations_table, pairwise_table, summarize, values_table
+from .diagnostics import chance_level, chance_table, game_flags
 from .report import build_report
 
 # %% auto #0
-__all__ = ['SETTING', 'VERDICT_RULE', 'ConfigError', 'players_from', 'PoolConfig', 'TaskConfig', 'ProtocolConfig', 'RunConfig',
-           'budgeted_evaluate', 'ExperimentConfig', 'load_config', 'recording_digest', 'experiment_games',
-           'dummy_members', 'duplicate_settings', 'protocol_table', 'budgeted_values_table', 'run_experiment',
-           'headline', 'write_results']
+__all__ = ['SETTING', 'VERDICT_RULE', 'RECORD_FILES', 'STUDY_FILES', 'ConfigError', 'players_from', 'PoolConfig', 'TaskConfig',
+           'ProtocolConfig', 'RunConfig', 'budgeted_evaluate', 'ExperimentConfig', 'load_config', 'recording_digest',
+           'experiment_games', 'dummy_members', 'duplicate_settings', 'protocol_row', 'protocol_table',
+           'budgeted_values_table', 'setting_record', 'run_experiment', 'headline', 'write_results']
 
 # %% ../nbs/08_experiment.ipynb #5997fbab
 class ConfigError(ValueError):
@@ -358,25 +359,38 @@ def duplicate_settings(outcomes: pd.DataFrame, # the outcomes record (many setti
 # %% ../nbs/08_experiment.ipynb #a285cff1
 SETTING = ["protocol", "family", "upper_bound", "task"]  # the columns that name a setting in the outcomes record
 
+def protocol_row(protocol: str, family: str, upper_bound: bool, task: str, # the setting
+                 items: int, # its items
+                 flags: dict, # `diagnostics.game_flags` of the setting (or at least v_N, best_individual, best_individual_member, gain)
+                 calls_per_item: float, # model calls per item of the grand coalition
+                ) -> dict: # one row of the protocol table, without the per-member columns
+    "A protocol-table row: v(N), the best member alone and the gain over it (paired CI), the best singleton and best coalition, the flags, the calls."
+    return dict(protocol=protocol, family=family, upper_bound=bool(upper_bound), task=task, items=int(items), **flags,
+                calls_per_item=calls_per_item)
+
+# %% ../nbs/08_experiment.ipynb #e1777706
 def protocol_table(outcomes: pd.DataFrame, # the outcomes record (no error rows)
                    values: pd.DataFrame, # the values record
                    players: list, # the pool, in order
+                   flags: dict|None = None, # (protocol, task) → `diagnostics.game_flags`; without it the gain has no CI and the game no flags
                   ) -> pd.DataFrame:
-    "v(N), the best single member, the gain, calls per item, and per-member individual / Shapley / LOO."
+    "v(N), the best member alone and the gain over it, the game's flags, calls per item, and per-member individual / Shapley / LOO."
     rows, grand = [], coalition_label(players, players)
     dup = duplicate_settings(outcomes)
     for (protocol, family, upper_bound, task), out in outcomes.groupby(SETTING, sort=False):
-        solo = {p: float(out.score[out.coalition == p].mean()) for p in players}
-        best = max(players, key=lambda p: solo[p])
-        full = out[out.coalition == grand]
-        vn = float(full.score.mean())
-        row = dict(protocol=protocol, family=family, upper_bound=bool(upper_bound), task=task, items=len(full),
-                   v_N=round(vn, 3), best_single=round(solo[best], 3), best_member=best, gain=round(vn - solo[best], 3),
-                   calls_per_item=round(float(full.calls.mean()), 2), duplicate_of=";".join(dup[(protocol, task)]),
-                   dummies=";".join(dummy_members(item_values(out, drop_errors=True), players)))
         v = values[(values.protocol == protocol) & (values.task == task)].set_index("model")
+        full = out[out.coalition == grand]
+        f = (flags or {}).get((protocol, task))
+        if f is None:  # from the tables alone: the best member by its own accuracy, the best singleton by v({i})
+            ind, solo = v.individual.astype(float), {p: float(out.score[out.coalition == p].mean()) for p in players}
+            best, single = sorted(players, key=lambda p: (-round(ind[p], 12), p))[0], sorted(players, key=lambda p: (-round(solo[p], 12), p))[0]
+            vn = float(full.score.mean())
+            f = dict(v_N=vn, best_individual=float(ind[best]), best_individual_member=best, gain=vn - float(ind[best]),
+                     best_singleton=solo[single], best_singleton_member=single)
+        row = protocol_row(protocol, family, upper_bound, task, len(full), f, float(full.calls.mean()))
+        row.update(duplicate_of=";".join(dup[(protocol, task)]), dummies=";".join(dummy_members(item_values(out, drop_errors=True), players)))
         for p in players:
-            for m in ("individual", "shapley", "loo"): row[f"{p}:{m}"] = round(float(v.loc[p, m]), 3)
+            for m in ("individual", "shapley", "loo"): row[f"{p}:{m}"] = float(v.loc[p, m])
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -398,6 +412,25 @@ def budgeted_values_table(item_values: dict, # frozenset → per-item scores, �
     t.attrs = {**attrs, "per_item": {ren.get(k, k): v for k, v in attrs["per_item"].items()}}
     return t
 
+# %% ../nbs/08_experiment.ipynb #9a4bd426
+def setting_record(item_values: dict, # frozenset → per-item scores, ∅ included (`CoalitionGame.item_values`)
+                   players: Sequence[str], # the pool, in bit order
+                   items: Sequence[str], # the item ids, in the order of the arrays
+                   protocol: str, family: str, task: str, # the setting
+                  ) -> tuple: # (coalitions: one row per coalition, games: one row per coalition and item)
+    "The setting's coalitions (mask, label, size, members, v(S), items) and its per-item game (mask, item, score), ∅ included."
+    players, items = list(players), list(items)
+    cs = sorted(item_values, key=lambda c: mask_of(c, players))
+    x = np.stack([np.asarray(item_values[c], dtype=float) for c in cs])
+    if x.shape[1] != len(items): raise ValueError(f"the game has {x.shape[1]} items, but {len(items)} ids were given")
+    masks = np.array([mask_of(c, players) for c in cs])
+    coal = pd.DataFrame(dict(protocol=protocol, family=family, task=task, coalition=[coalition_label(c, players) for c in cs], mask=masks,
+                             size=[len(c) for c in cs], members=[", ".join(p for p in players if p in c) or "(none)" for c in cs],
+                             value=x.mean(axis=1), n_items=len(items)))
+    games = pd.DataFrame(dict(protocol=protocol, task=task, mask=np.repeat(masks, len(items)),
+                              item=np.tile(np.asarray(items, dtype=object), len(cs)), score=x.ravel()))
+    return coal, games
+
 # %% ../nbs/08_experiment.ipynb #d49f4688
 def run_experiment(cfg: ExperimentConfig, # from `load_config`
                    mode: str = "replay", # "replay", "live", "record" or "extend" (grow a folder recording)
@@ -405,7 +438,7 @@ def run_experiment(cfg: ExperimentConfig, # from `load_config`
                    progress: bool = True, # progress bars
                    specs: list[ModelSpec]|None = None, # the pool's specs (default: the config's), e.g. of servers just started
                    client: ModelClient|None = None, # answers the calls instead (see `experiment_games`)
-                  ) -> dict: # outcomes, individual, values, pairwise, correlations, summary, protocols (DataFrames), settings, level, seconds, calls
+                  ) -> dict: # outcomes, individual, values, pairwise, correlations, summary, protocols, coalitions, games, chance (DataFrames), settings, flags, level, seconds, calls
     "Evaluate each game of the config (every coalition, or a budgeted run's), the members' individual strength, and attribute."
     r, players = cfg.run, cfg.players
     client, games = experiment_games(cfg, mode, cache_dir, progress, specs, client)
@@ -419,13 +452,21 @@ def run_experiment(cfg: ExperimentConfig, # from `load_config`
     if len(bad): raise ValueError(f"{len(bad)} of the members' own answers are errors (first: {bad.error.iloc[0][:120]}); rerun to retry them")
     outcomes = pd.concat(outs, ignore_index=True)
     bounds = sorted(outcomes.loc[outcomes.upper_bound.astype(bool), "protocol"].unique())
-    settings, pairs = {}, []
+    individual = pd.concat(inds, ignore_index=True).drop_duplicates(["model", "task", "item"]).reset_index(drop=True).assign(source=cfg.pool_name)
+    chance = chance_table(individual, {g.task.name: chance_level(g.task) for g in games}, level=r.level)
+    guessing = {t: list(d.model[d.guessing]) for t, d in chance.groupby("task")}
+    settings, pairs, flags, coal, game_rows = {}, [], {}, [], []
     for g, b, out, ind in zip(games, budgets, outs, inds):
         protocol, family, _, task = out[SETTING].iloc[0]
         own = ind.pivot(index="item", columns="model", values="score").loc[[it.id for it in g.task], players]
+        iv = g.item_values(out)
         kw = dict(n_boot=r.n_boot, level=r.level, seed=r.seed, individual=own)
-        t = budgeted_values_table(g.item_values(out), players, b, **kw) if b else values_table(g.item_values(out), players, **kw)
-        settings[(cfg.pool_name, protocol, family, task)] = t
+        t = budgeted_values_table(iv, players, b, **kw) if b else values_table(iv, players, **kw)
+        key = (cfg.pool_name, protocol, family, task)
+        settings[key] = t
+        flags[key] = game_flags(iv, players, own, guessing.get(task, []), n_boot=r.n_boot, level=r.level, seed=r.seed)
+        c, gm = setting_record(iv, players, [it.id for it in g.task], protocol, family, task)
+        coal.append(c); game_rows.append(gm)
         pairs.append(pairwise_table(t, n_boot=r.n_boot, level=r.level, seed=r.seed).assign(protocol=protocol, family=family, task=task))
     def _plain(k, t):  # the per-item tables ride in .attrs; the record keeps the values only
         t = t.assign(protocol=k[1], family=k[2], task=k[3]).reset_index(); t.attrs = {}; return t
@@ -434,12 +475,12 @@ def run_experiment(cfg: ExperimentConfig, # from `load_config`
     values = values[first + [c for c in values.columns if c not in first]].reset_index(drop=True)
     pairwise = pd.concat(pairs, ignore_index=True)
     pairwise = pairwise[["protocol", "family", "task"] + [c for c in pairwise.columns if c not in ("protocol", "family", "task")]]
-    corr = correlations_table(settings, exclude=bounds, n_boot=r.n_boot, level=r.level, seed=r.seed)
-    individual = pd.concat(inds, ignore_index=True).drop_duplicates(["model", "task", "item"]).reset_index(drop=True)
+    corr = correlations_table(settings, exclude=bounds, flags=flags, n_boot=r.n_boot, level=r.level, seed=r.seed)
     u = client.usage()
     return dict(outcomes=outcomes, individual=individual, values=values, pairwise=pairwise, correlations=corr,
-                summary=summarize(corr, exclude=bounds), protocols=protocol_table(outcomes, values, players),
-                settings=settings, level=r.level,
+                summary=summarize(corr, exclude=bounds), protocols=protocol_table(outcomes, values, players, {k[1::2]: f for k, f in flags.items()}),
+                coalitions=pd.concat(coal, ignore_index=True), games=pd.concat(game_rows, ignore_index=True), chance=chance,
+                settings=settings, flags=flags, level=r.level,
                 seconds=time.perf_counter() - t0, requests=len(u), model_calls=int((~u.cached).sum()))
 
 # %% ../nbs/08_experiment.ipynb #951cc0d9
@@ -457,14 +498,18 @@ def headline(summary: pd.DataFrame # from `summarize`
             f"it does not in {int(a.does_not_translate)}; {int(a.inconclusive)} of {n} are inconclusive at this size.")
 
 # %% ../nbs/08_experiment.ipynb #b63a0848
-def write_results(res: dict, # from `run_experiment`
+RECORD_FILES = ("outcomes", "individual", "values", "pairwise", "correlations", "summary", "protocols", "coalitions", "chance")
+STUDY_FILES = ("agreement", "stopping", "players")  # a study's record has these too
+
+def write_results(res: dict, # from `run_experiment` or `study.study_results`
                   out: str|Path, # the folder (created if needed)
                  ) -> Path:
-    "Write the results record (CSV files; a study's also its coalitions, agreement, stopping and players) and `report.html` (`report.build_report`: the finding first, offline) into `out`."
+    "Write the results record (CSV files, the per-item games as `games.csv.gz`; a study's also its agreement, stopping and players) and `report.html` into `out`."
     out = Path(out); out.mkdir(parents=True, exist_ok=True)
-    for k in ("outcomes", "individual", "values", "pairwise", "correlations", "summary", "protocols"):
-        res[k].to_csv(out/f"{k}.csv", index=False)
-    for k in ("coalitions", "agreement", "stopping", "players"):  # a study's record has these too
+    for k in (*RECORD_FILES, *STUDY_FILES):
         if isinstance(res.get(k), pd.DataFrame): res[k].to_csv(out/f"{k}.csv", index=False)
+    if isinstance(res.get("games"), pd.DataFrame):  # every setting's per-item game: compact, byte-identical for the same record
+        res["games"].to_csv(out/"games.csv.gz", index=False, float_format="%.17g",
+                            compression=dict(method="gzip", compresslevel=1, mtime=0))
     (out/"report.html").write_text(build_report(res), encoding="utf-8")
     return out

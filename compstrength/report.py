@@ -8,6 +8,7 @@ Docs: https://compstrength.github.io/compstrength/report.html.md"""
 from __future__ import annotations
 import html, inspect, math
 from datetime import datetime, timezone
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -17,8 +18,8 @@ from .analysis import correlations_table, verdict
 from .charts import correlation_heatmap, embed_chart, fmt_num, strength_scatter, vega_bundle
 
 # %% auto #0
-__all__ = ['COLUMN_NAMES', 'REPORT_CSS', 'inconclusive_reason', 'finding_sentences', 'finding', 'settings_table',
-           'readable_table', 'build_report']
+__all__ = ['COLUMN_NAMES', 'REPORT_CSS', 'inconclusive_reason', 'game_sentences', 'exchangeability_sentences',
+           'finding_sentences', 'finding', 'settings_table', 'readable_table', 'games_table', 'build_report']
 
 # %% ../nbs/07b_report.ipynb #c3199977
 def _rule(level: float|None = None) -> dict:
@@ -50,12 +51,93 @@ def _count(x: int, k: int) -> str:
 def _plural(n: int, one: str, many: str|None = None) -> str:
     return f"{n} {one if n == 1 else (many or one + 's')}"
 
+# %% ../nbs/07b_report.ipynb #02b89c8d
+def _rng(x: pd.Series, d: int = 2) -> str:
+    "min to max of a series, or the one value."
+    lo, hi = fmt_num(x.min(), d), fmt_num(x.max(), d)
+    return lo if lo == hi else f"{lo} to {hi}"
+
+def game_sentences(main: pd.DataFrame, # the tested individual-vs-Shapley rows of the correlations record
+                   protocols: pd.DataFrame|None, # the protocol table with the flags (gain, gain CI, best coalition, dictator)
+                   bounds: Sequence[str] = (), # the upper-bound protocols
+                   chance: pd.DataFrame|None = None, # `diagnostics.chance_table`
+                   level: float|None = None, # the CI level
+                  ) -> list[str]: # sentences; none when the tables lack the flags
+    "What the games are: the gain over the best member, the best coalition, the upper bound, dictator games, players at chance."
+    out, pct = [], f"{_rule(level)['level']:.0%}"
+    pt = protocols.set_index(["protocol", "task"]) if protocols is not None and {"gain", "gain_ci_low", "gain_ci_high"} <= set(protocols.columns) else None
+    if pt is not None:
+        keys = [k for k in zip(main.protocol, main.task) if k in pt.index]
+        g = pt.loc[keys] if keys else pt.iloc[:0]
+        if len(g):
+            k, up, down = len(g), int((g.gain_ci_low > 0).sum()), int((g.gain_ci_high < 0).sum())
+            span = f"v(N) minus the best member's own accuracy is {_rng(g.gain)}"
+            if up == 0:
+                out.append(f"No system beats its best member alone: {span} across the {k} settings, and its paired {pct} CI "
+                           f"lies below 0 in {_count(down, k)} of them (the system is worse than that member)"
+                           + (" and reaches 0 in the rest." if down < k else "."))
+            else:
+                who = ", ".join(f"{p} × {t}" for (p, t) in g.index[g.gain_ci_low > 0])
+                out.append(f"The system beats its best member alone (paired {pct} CI above 0) in {_count(up, k)} of the {k} settings ({who}); "
+                           f"{span}, and the CI lies below 0 in {_count(down, k)}.")
+            if "best_coalition_gain" in g:
+                alone = int((g.best_coalition_gain.abs() <= 1e-12).sum())
+                top = g.best_coalition_gain.idxmax(); t = g.loc[top]
+                ci = (f"; {pct} CI {fmt_num(t.best_coalition_gain_ci_low, 2)} to {fmt_num(t.best_coalition_gain_ci_high, 2)}, the maximum over "
+                      f"every coalition on the same items, so biased upward") if "best_coalition_gain_ci_low" in g else ""
+                out.append(f"Over every coalition of every size, the best one is the best member alone in {_count(alone, k)} of the "
+                           f"{k} settings" + (f", and gains at most {fmt_num(t.best_coalition_gain, 2)} over it ({top[0]} × {top[1]}{ci})."
+                                              if t.best_coalition_gain > 1e-12 else "."))
+        ub = [k for k in pt.index if k[0] in set(bounds)]
+        if ub:
+            b = pt.loc[ub]
+            out.append(f"The upper bound{'s' if len(set(b.index.get_level_values(0))) > 1 else ''} ({', '.join(sorted(set(b.index.get_level_values(0))))}), "
+                       f"which reads the gold answer, gains {_rng(b.gain)} over the best member: "
+                       + ("the members' errors are complementary, and no tested protocol turns that into a gain."
+                          if (b.gain_ci_low > 0).all() and up == 0 else "what a perfect choice of member would reach."))
+    if "dictator" in main:
+        d = main[main.dictator.fillna("").astype(str).str.len() > 0]
+        if len(d) and pt is not None and "dictator_why" in pt:
+            out.append(f"{_count(len(d), len(main)).capitalize()} of the {len(main)} games {'is a dictator game' if len(d) == 1 else 'are dictator games'}: "
+                       + "; ".join(f"{r.protocol} × {r.task}, where {pt.loc[(r.protocol, r.task), 'dictator_why']}" for r in d.itertuples()) + ".")
+    if chance is not None and len(chance) and "guessing" in chance:
+        parts = []
+        for key, ct in chance.groupby([c for c in ("source", "task") if c in chance], sort=False):
+            gs = ct[ct.guessing.astype(bool)]
+            if not len(gs): continue
+            where = f"{key[1]} ({key[0]})" if isinstance(key, tuple) else str(key)
+            who = ", ".join(f"{r.model} ({fmt_num(r.accuracy, 3)}, {r.top_answer!s} {r.top_share:.0%})" for r in gs.itertuples())
+            parts.append(f"on {where}, {_count(len(gs), len(ct))} of the {len(ct)} players ({who})")
+        if parts:
+            out.append("Some players are at chance (the exact CI of their accuracy reaches chance) or give one answer to at least 80% of the "
+                       "items (accuracy, then that answer and its share): " + "; ".join(parts)
+                       + ". Where they sit in a ranking is noise, so a ρ over such a pool rests on its other players.")
+    return out
+
+# %% ../nbs/07b_report.ipynb #bccb01cb
+def exchangeability_sentences(main: pd.DataFrame, # the tested individual-vs-Shapley rows of the correlations record
+                              players: pd.DataFrame|None, # `study.player_table` (columns player, weights)
+                             ) -> list[str]: # one sentence, or none when no two players share weights
+    "What the exact p means when players share weights: the permutation null treats them as exchangeable, and they are not."
+    if players is None or not {"player", "weights"} <= set(players.columns) or not len(main): return []
+    sizes = players.groupby("weights").player.size()
+    if (sizes <= 1).all(): return []
+    k, n = len(sizes), len(players)
+    floor = fmt_num(2 / math.factorial(k), 3) if k >= 2 else "1"
+    return [f"The exact p-values treat the {n} players as exchangeable, which they are not: they are {k} sets of weights "
+            f"({', '.join(f'{w} × {c}' for w, c in sizes.items())}), and players that share weights tend to move together on both "
+            f"strengths. A small p says that individual strength ranks these {n} players as their Shapley values do; it does not say "
+            f"the same would hold for {n} independently trained models, and a test over the {k} models alone could not give p below "
+            f"2/{k}! = {floor}."]
+
 # %% ../nbs/07b_report.ipynb #8b78e8af
 def finding_sentences(correlations: pd.DataFrame, # the correlations record (`analysis.correlations_table`)
                       protocols: pd.DataFrame|None = None, # the protocol table (`experiment.protocol_table`): duplicates, dummies
                       level: float|None = None, # the CI level (default: `analysis.verdict`'s)
+                      chance: pd.DataFrame|None = None, # the players at chance (`diagnostics.chance_table`)
+                      players: pd.DataFrame|None = None, # who the players are (`study.player_table`): which share weights
                      ) -> list[str]: # the sentences of the finding, the answer first
-    "The finding, sentence by sentence: verdict counts and rule, typical ρ and its CI, n, limits, LOO vs Shapley."
+    "The finding, sentence by sentence: verdict counts and rule, typical ρ and its CI, n, limits, what the games are, LOO vs Shapley."
     for col in ("x", "y", "protocol", "task", "verdict", "spearman", "spearman_ci_low", "spearman_ci_high", "n_models", "n_items"):
         if col not in correlations: raise ValueError(f"correlations lacks column {col!r}: build it with `analysis.correlations_table`")
     r = _rule(level); pct = f"{r['level']:.0%}"
@@ -67,24 +149,29 @@ def finding_sentences(correlations: pd.DataFrame, # the correlations record (`an
     left = (f"; the upper bound{'s' if len(bounds) > 1 else ''} {', '.join(bounds)}, which read{'' if len(bounds) > 1 else 's'} "
             f"the gold answer, {'are' if len(bounds) > 1 else 'is'} left out") if bounds else ""
     if k == 0: return [f"No setting was tested: every setting is an upper bound or the record is empty{left}."]
-    n = [int((m.verdict == v).sum()) for v in ("translates", "does not translate", "inconclusive")]
+    n = [int((m.verdict == v).sum()) for v in ("translates", "does not translate", "inconclusive", "dictator game")]
     strength = "into compositional strength (its Shapley value in the system)"
+    dictated = ("one member's presence fixes or explains v(S), so the Shapley values mostly restate who that member is; "
+                "such a game gets no verdict")
     if k == 1:
         r0 = m.iloc[0]
-        say = {"translates": f"translates {strength}", "does not translate": f"does not translate {strength}",
-               "inconclusive": f"may or may not translate {strength}: the data cannot tell (inconclusive)"}[r0.verdict]
-        out = [f"In the one setting tested ({r0.protocol} × {r0.task}{left}), individual strength {say}."]
+        say = {"translates": f"individual strength translates {strength}", "does not translate": f"individual strength does not translate {strength}",
+               "inconclusive": f"individual strength may or may not translate {strength}: the data cannot tell (inconclusive)",
+               "dictator game": f"the game is a dictator game: {dictated}"}[r0.verdict]
+        out = [f"In the one setting tested ({r0.protocol} × {r0.task}{left}), {say}."]
     else:
+        dg = (f"; {_count(n[3], k)} {'is a dictator game' if n[3] == 1 else 'are dictator games'}, where {dictated}, "
+              f"and {'it is' if n[3] == 1 else 'they are'} not counted as translating") if n[3] else ""
         out = [f"Of the {k} settings tested (protocol × task{left}), individual strength translates {strength} in {_count(n[0], k)}, "
-               f"does not translate in {_count(n[1], k)}, and is inconclusive in {_count(n[2], k)}."]
+               f"does not translate in {_count(n[1], k)}, and is inconclusive in {_count(n[2], k)}{dg}."]
     holm = f", after Holm's correction over the {k} settings" if k > 1 else ""
     out.append(f"A setting translates when Spearman's ρ between the two strengths across the pool is significant (exact permutation "
                f"test, p < {r['alpha']}{holm}) and its {pct} bootstrap CI over items lies above 0; it does not translate when the CI's "
                f"upper end is below {r['strong']}, which rules out a strong coupling; otherwise it is inconclusive, as it always is with "
                f"fewer than {r['min_items']} items or when more than {(1 - r['level']) / 2:.1%} of the resamples leave ρ undefined.")
     d = m[m.spearman.notna()]
-    players = sorted(m.n_models.astype(int).unique()); items = m.n_items.astype(int)
-    who = (f"{players[0]} players" if len(players) == 1 else f"{players[0]} to {players[-1]} players") + " and " + (
+    pools = sorted(m.n_models.astype(int).unique()); items = m.n_items.astype(int)
+    who = (f"{pools[0]} players" if len(pools) == 1 else f"{pools[0]} to {pools[-1]} players") + " and " + (
         _plural(int(items.iloc[0]), "item") if items.nunique() == 1 else f"{items.min()} to {items.max()} items (median {fmt_num(items.median(), 0)})")
     undefined = k - len(d)
     und = (f"; ρ is undefined in {_count(undefined, k)} of them, where a strength is the same for every player" if undefined and len(d)
@@ -130,12 +217,14 @@ def finding_sentences(correlations: pd.DataFrame, # the correlations record (`an
         parts = [f"{_count(int(x), n[2])} {'has' if x == 1 else 'have'} {w}" for x, w in kinds if x]
         if n[2] == 1 and parts: out.append(f"The inconclusive setting {parts[0].split(' ', 1)[1]}.")
         elif parts: out.append(f"Of the {n[2]} inconclusive settings, " + (", ".join(parts[:-1]) + " and " if len(parts) > 1 else "") + parts[-1] + ".")
+    out += game_sentences(m, protocols, bounds, chance, level)
     if protocols is not None and {"duplicate_of", "dummies"} <= set(protocols.columns):
         pt = protocols[protocols.protocol.isin(m.protocol) & ~protocols.protocol.isin(bounds)]
         dup = int(pt.duplicate_of.fillna("").astype(str).str.len().gt(0).sum()); dum = int(pt.dummies.fillna("").astype(str).str.len().gt(0).sum())
         notes = ([f"{_count(dup, k)} repeat another protocol's per-item outcomes exactly" ] if dup else []) + (
                  [f"{_count(dum, k)} have a dummy player, whose Shapley and LOO values are 0 by construction"] if dum else [])
         if notes: out.append(f"Not all of the {k} settings are independent evidence: " + "; ".join(notes) + " (see the table).")
+    out += exchangeability_sentences(m, players)
     ls = c[(c.x == "loo") & (c.y == "shapley") & c.protocol.isin(m.protocol)]
     ld = ls[ls.spearman.notna()]
     zero = int(m.loo_all_zero.astype(bool).sum()) if "loo_all_zero" in m else 0
@@ -156,11 +245,13 @@ def finding_sentences(correlations: pd.DataFrame, # the correlations record (`an
 
 # %% ../nbs/07b_report.ipynb #2fbe69b4
 def finding(correlations: pd.DataFrame, # the correlations record (`analysis.correlations_table`)
-            protocols: pd.DataFrame|None = None, # the protocol table: duplicates and dummies
+            protocols: pd.DataFrame|None = None, # the protocol table: duplicates, dummies and the games' flags
             level: float|None = None, # the CI level (default: `analysis.verdict`'s)
+            chance: pd.DataFrame|None = None, # the players at chance (`diagnostics.chance_table`)
+            players: pd.DataFrame|None = None, # who the players are: which share weights
            ) -> str: # one paragraph
     "The finding as one paragraph of words with numbers and CIs, built from the results."
-    return " ".join(finding_sentences(correlations, protocols, level))
+    return " ".join(finding_sentences(correlations, protocols, level, chance, players))
 
 # %% ../nbs/07b_report.ipynb #b5d297b5
 def settings_table(correlations: pd.DataFrame, # the correlations record
@@ -180,6 +271,11 @@ def settings_table(correlations: pd.DataFrame, # the correlations record
             p = pt.loc[(x.protocol, x.task)]
             if isinstance(p.get("duplicate_of"), str) and p.duplicate_of: note.append("same outcomes as " + p.duplicate_of.replace(";", ", "))
             if isinstance(p.get("dummies"), str) and p.dummies: note.append("dummy: " + p.dummies.replace(";", ", "))
+            if isinstance(p.get("dictator_why"), str) and p.dictator_why and isinstance(p.get("dictator"), str) and p.dictator:
+                note.append("dictator game: " + p.dictator_why)
+            if pd.notna(p.get("n_at_chance")) and p.n_at_chance: note.append(f"{int(p.n_at_chance)} of {int(x.n_models)} players at chance")
+            if pd.notna(p.get("gain_ci_low")) and not x._bound:
+                note.append(f"v(N) − best member {fmt_num(p.gain, 2)} [{fmt_num(p.gain_ci_low, 2)}, {fmt_num(p.gain_ci_high, 2)}]")
         if x._bound: note.insert(0, "reads the gold answer; not tested")
         rows.append({"family": x.family, "protocol": x.protocol, "task": x.task, "players": int(x.n_models), "items": int(x.n_items),
                      f"Spearman ρ [{r['level']:.0%} CI]": "undefined" if pd.isna(x.spearman) else
@@ -196,7 +292,13 @@ COLUMN_NAMES = dict(
     spearman="Spearman ρ", spearman_p="exact p", spearman_p_holm="p (Holm)", kendall="Kendall τ", kendall_p="Kendall p",
     min_detectable="smallest significant ρ", v_N="v(N)", v_N_halfwidth="v(N) CI ±", shapley_halfwidth_max="widest Shapley CI ±",
     spearman_degenerate="resamples with ρ undefined", loo_all_zero="LOO 0 for all", verdict="verdict", upper_bound="upper bound",
-    items="items", best_single="best member alone", best_member="best member", gain="v(N) − best alone", calls_per_item="calls per item",
+    items="items", best_individual="best member alone", best_individual_member="best member", gain="v(N) − best member",
+    best_singleton="best singleton v({i})", best_singleton_member="best singleton", beats_best="beats its best member",
+    best_coalition="best coalition", best_coalition_size="its size", best_coalition_value="its v(S)", best_coalition_gain="best coalition − best member",
+    dictator="dictator", dictator_candidate="closest to a dictator", dictator_fixed_share="coalitions it fixes", dictator_r2="v(S) variance it explains",
+    dictator_why="why", n_at_chance="players at chance", players_at_chance="at chance", calls_per_item="calls per item",
+    source="source", correct="right", chance="chance", top_answer="most frequent answer", top_share="its share", at_chance="CI reaches chance",
+    one_answer="one answer ≥ 80%", guessing="flagged", accuracy="accuracy", spearman_ci_method="CI method",
     duplicate_of="same outcomes as", dummies="dummy players", settings="settings", translates="translates",
     does_not_translate="does not translate", inconclusive="inconclusive", mean_spearman="mean Spearman ρ",
     rho_ge_threshold="settings with ρ ≥ 0.5", loo_shapley_mean_rho="LOO vs Shapley: mean ρ", loo_shapley_n="LOO vs Shapley: settings",
@@ -229,6 +331,16 @@ def readable_table(df: pd.DataFrame, # a table of the results record
         else: out[COLUMN_NAMES.get(c, c)] = [cell(v) for v in df[c]]
     return pd.DataFrame(out)
 
+# %% ../nbs/07b_report.ipynb #463df4b0
+def games_table(protocols: pd.DataFrame # the protocol table with the flags (`diagnostics.game_flags` columns)
+               ) -> pd.DataFrame: # text cells, readable names
+    "Per setting: v(N), the best member and the gain over it [CI], the best coalition's gain [CI], the dictator check, the players at chance."
+    pt = protocols.assign(_b=protocols.upper_bound.astype(bool)).sort_values("_b", kind="stable")
+    pt = pt.assign(dictator=[(f"{d} ({w})" if isinstance(d, str) and d else "no") for d, w in zip(pt.dictator, pt.get("dictator_why", ""))],
+                   protocol=[p + (" (upper bound)" if b else "") for p, b in zip(pt.protocol, pt._b)])
+    return readable_table(pt, [x for x in ("protocol", "task", "items", "v_N", "best_individual", "best_individual_member", "gain", "beats_best",
+                                            "best_coalition_gain", "best_coalition", "dictator", "n_at_chance") if x in pt])
+
 # %% ../nbs/07b_report.ipynb #1d9171f1
 def _html_table(df: pd.DataFrame, cls: str = "") -> str:
     "A text table as HTML, every cell escaped; a `verdict` cell gets a class naming its verdict."
@@ -252,6 +364,7 @@ th, td { padding: 3px 10px; border-bottom: 1px solid #eee; text-align: left; ver
 th { background: #f3f3f3; position: sticky; top: 0; } tbody tr:hover { background: #f7f9ff; }
 td.v-translates { color: #1a7f37; font-weight: 600; } td.v-does-not-translate { color: #b42318; font-weight: 600; }
 td.v-inconclusive { color: #6e6e6e; } td.v-upper-bound { color: #8a6d00; font-style: italic; }
+td.v-dictator-game { color: #8a4baf; font-style: italic; }
 details { margin: 6px 0; border: 1px solid #e4e4e4; border-radius: 4px; padding: 4px 10px; }
 summary { cursor: pointer; font-weight: 600; padding: 4px 0; } details .wrap { overflow-x: auto; }
 .cs-chart { margin: 8px 0 20px; }
@@ -274,7 +387,7 @@ def build_report(res: dict, # from `experiment.run_experiment`: values, correlat
     r = _rule(level); pct = f"{r['level']:.0%}"
     v, c, pt = res["values"], res["correlations"], res["protocols"]
     bounds = set(pt.loc[pt.upper_bound.astype(bool), "protocol"]) if "upper_bound" in pt else set(c.loc[c.verdict == "upper bound", "protocol"])
-    sents = finding_sentences(c, pt, r["level"])
+    sents = finding_sentences(c, pt, r["level"], res.get("chance"), res.get("players"))
     esc = html.escape
     players = list(pd.unique(v.model)); tasks = list(pd.unique(v.task)); protos = list(pd.unique(v.protocol))
     pool = ", ".join(map(str, pd.unique(c.pool))) if "pool" in c and len(c) else "pool"
@@ -297,13 +410,14 @@ def build_report(res: dict, # from `experiment.run_experiment`: values, correlat
          readable_table(res["summary"])),
         ("Correlation statistics per setting", "Individual strength vs Shapley: Spearman and Kendall with bootstrap CIs, exact and "
          "Holm-adjusted p-values, the smallest ρ this pool could show significant, v(N) and its CI half-width.",
-         readable_table(main, [x for x in ("protocol", "task", "n_models", "n_items", "spearman", "spearman_p", "spearman_p_holm", "kendall",
+         readable_table(main, [x for x in ("protocol", "task", "n_models", "n_items", "spearman", "spearman_ci_method", "spearman_p", "spearman_p_holm", "kendall",
                                             "kendall_p", "min_detectable", "spearman_degenerate", "v_N", "v_N_halfwidth",
                                             "shapley_halfwidth_max", "verdict") if x in main])),
-        ("Protocols", "Per setting: the system's accuracy v(N), the best member alone and the gain over it, model calls per item; "
-         "settings with identical per-item outcomes and dummy players (no effect on any coalition) are named.",
-         readable_table(pt, [x for x in ("protocol", "family", "upper_bound", "task", "items", "v_N", "best_single", "best_member", "gain",
-                                          "calls_per_item", "duplicate_of", "dummies") if x in pt])),
+        ("Protocols", "Per setting: the system's accuracy v(N), the best member alone (its own accuracy) and the gain over it, the best "
+         "singleton v({i}) of the protocol, model calls per item; settings with identical per-item outcomes and dummy players (no effect on "
+         "any coalition) are named.",
+         readable_table(pt, [x for x in ("protocol", "family", "upper_bound", "task", "items", "v_N", "best_individual", "best_individual_member",
+                                          "gain", "best_singleton", "best_singleton_member", "calls_per_item", "duplicate_of", "dummies") if x in pt])),
         ("Values per member", f"Each member's strengths per setting, with {pct} bootstrap CIs over items.",
          readable_table(v, [x for x in ("protocol", "task", "model", "individual", "singleton", "shapley", "shapley_rank", "shapley_rank_kept",
                                          "loo", "banzhaf", "n_items") if x in v])),
@@ -325,6 +439,13 @@ def build_report(res: dict, # from `experiment.run_experiment`: values, correlat
                           readable_table(ag.rename(columns={"a": "player a", "b": "player b", "agree": "agreement"}).assign(
                               agreement_ci_low=ag.ci_low, agreement_ci_high=ag.ci_high).drop(columns=["ci_low", "ci_high"]),
                               ["task", "player a", "player b", "items", "agreement"])))
+        ch = res.get("chance")
+        if isinstance(ch, pd.DataFrame) and len(ch):
+            study.append(("Players at chance", f"Each player's accuracy on each task with its exact {pct} CI, chance for the task's format, its "
+                          "most frequent answer and that answer's share; flagged when the CI reaches chance or one answer covers ≥ 80% of the items.",
+                          readable_table(ch.assign(accuracy_ci_low=ch.ci_low, accuracy_ci_high=ch.ci_high),
+                                         [x for x in ("source", "task", "model", "items", "accuracy", "chance", "top_answer", "top_share",
+                                                      "at_chance", "one_answer", "guessing") if x in ch])))
         st = res.get("stopping")
         if isinstance(st, pd.DataFrame) and len(st):
             study.append(("Where each task stopped, and why", "Adaptive evaluation: seeded batches of test items are added to a task until every "
@@ -344,6 +465,10 @@ def build_report(res: dict, # from `experiment.run_experiment`: values, correlat
         f'<section id="settings"><h2>Setting by setting</h2><p class="caption">Spearman ρ between individual strength and Shapley value '
         f'across the players, its {pct} paired bootstrap CI over items, the exact permutation p-value and, in brackets, its Holm adjustment '
         f'over the tested settings.</p>{_html_table(settings_table(c, pt, r["level"]), "settings")}</section>',
+        (f'<section id="games"><h2>What the games are</h2><p class="caption">Before a verdict is believed: per setting, the system\'s '
+         f'accuracy v(N) against its best member alone (paired {pct} CI), the best of every coalition against that member (the maximum over '
+         f'the coalitions, so biased upward), whether one member fixes or explains v(S) (a dictator game), and how many players are at chance.'
+         f'</p>{_html_table(games_table(pt), "games")}</section>' if "gain_ci_low" in pt else ""),
         '<section id="charts"><h2>Charts</h2>' + "".join(f'<h3>{esc(t)}</h3><p class="caption">{esc(cap)}</p>{ch}' for t, cap, ch in charts)
         + ("" if charts else '<p class="caption">No tested setting to chart.</p>') + '</section>',
         '<section id="details"><h2>Detailed tables</h2>' + "".join(

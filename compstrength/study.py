@@ -19,7 +19,8 @@ from .files import project_root
 from .local import MEMBERS, pool_specs
 from .models import (PROMPT_STYLES, Completion, ModelClient, ModelSpec, cache_key, load_recording,
                                  request_fields, run_sync)
-from .experiment import ConfigError, ExperimentConfig, load_config, players_from, run_experiment
+from .experiment import ConfigError, ExperimentConfig, load_config, players_from, protocol_row, run_experiment, setting_record
+from .diagnostics import chance_level, chance_table, game_flags
 from .analysis import correlations_table, pairwise_table, summarize, values_table
 from .attribution import attribute_items, bootstrap_ci, coalition_label, coalition_of
 from .protocols import PROTOCOLS, Protocol, dev_task, extract_answer, get_protocol, own_request
@@ -139,8 +140,10 @@ def study_players(cfg: StudyConfig # from `load_study`
 def item_order(task: Task, # the task's test split
                seed: int = 0, # the study's seed
               ) -> list[Item]: # every item, in the study's order
-    "The items in the study's fixed order: sorted by sha256 of the seed and the item id."
-    return sorted(task.items, key=lambda it: hashlib.sha256(f"{seed}:{it.id}".encode()).hexdigest())
+    "The items in the study's fixed order: sorted by sha256 of the seed and the item id; a question with a left-out duplicate takes its first id's place."
+    by = {it.id: it for it in task.items}
+    ids = sorted([*by, *(d for d, k in task.duplicates.items() if k in by)], key=lambda i: hashlib.sha256(f"{seed}:{i}".encode()).hexdigest())
+    return [by[i] for i in dict.fromkeys(task.duplicates.get(i, i) for i in ids)]
 
 # %% ../nbs/09_study.ipynb #f5d08e96
 def batch_requests(task: Task, # the task (its prompt and kind)
@@ -400,7 +403,7 @@ def study_results(cfg: StudyConfig, # from `load_study`
     if unknown: raise StudyError(f"the client has no player(s) {unknown}")
     progress = study_progress(cfg, players)
     protos, pool = cfg.protocol_objects(), Path(cfg.path).stem if cfg.path else "study"
-    settings, pairs, coal, inds, agree, status = {}, [], [], [], [], {}
+    settings, pairs, coal, games, inds, agree, status, flags, chance = {}, [], [], [], [], [], {}, {}, []
     for r in progress.itertuples():
         full = load_task(r.task, split="test")
         if r.dev:  # are the players distinct? agreement on the dev answers
@@ -410,19 +413,24 @@ def study_results(cfg: StudyConfig, # from `load_study`
         t = Task(full.name, full.kind, item_order(full, cfg.seed)[:r.items], full.source)
         answers = own_answers(client, t, names, max_tokens=cfg.max_tokens)
         if answers.error.notna().any(): raise StudyError(f"{r.task}: {int(answers.error.notna().sum())} recorded answers are errors: {answers.error.dropna().iloc[0]}")
-        inds.append(answers.rename(columns={"member": "model"}))  # the layout of `CoalitionGame.individual`, and more
+        ind = answers.rename(columns={"member": "model"}).assign(source=pool)  # the layout of `CoalitionGame.individual`, and more
+        inds.append(ind)
+        ct = chance_table(ind, {r.task: chance_level(full)}, level=cfg.level)
+        chance.append(ct)
+        guessing = list(ct.model[ct.guessing])
         own = answers.pivot(index="item", columns="member", values="score").loc[[it.id for it in t], names]
         dev, rows = None, []
         for proto in protos:
             if proto.uses_dev and dev is None: dev = dev_answers(client, proto, full, names)
             table = reuse_values(proto, client, t, answers, dev if proto.uses_dev else None, names)
-            vt = values_table(table_item_values(table, names), names, n_boot=cfg.n_boot, level=cfg.level, seed=cfg.seed, individual=own)
+            iv = table_item_values(table, names)
+            vt = values_table(iv, names, n_boot=cfg.n_boot, level=cfg.level, seed=cfg.seed, individual=own)
             key = (pool, proto.name, proto.family, r.task)
             settings[key] = vt
+            flags[key] = game_flags(iv, names, own, guessing, n_boot=cfg.n_boot, level=cfg.level, seed=cfg.seed)
             pairs.append(pairwise_table(vt, n_boot=cfg.n_boot, level=cfg.level, seed=cfg.seed).assign(protocol=proto.name, family=proto.family, task=r.task))
-            cs = [coalition_of(m, names) for m in range(len(table))]  # the layout of `analysis.coalition_table`, by bitmask
-            coal.append(pd.DataFrame(dict(protocol=proto.name, task=r.task, coalition=[coalition_label(c, names) for c in cs], size=[len(c) for c in cs],
-                                          members=[", ".join(p for p in names if p in c) or "(none)" for c in cs], value=table.mean(axis=1), n_items=r.items)))
+            c, gm = setting_record(iv, names, [it.id for it in t], proto.name, proto.family, r.task)  # every v(S), and the per-item game
+            coal.append(c); games.append(gm)
             half = (vt.shapley_ci_high - vt.shapley_ci_low) / 2
             rows += [dict(task=r.task, protocol=proto.name, player=p, halfwidth=float(h)) for p, h in half.items()]
         status[r.task] = pd.DataFrame(rows)
@@ -436,20 +444,19 @@ def study_results(cfg: StudyConfig, # from `load_study`
     first = ["protocol", "family", "task", "model"]
     values = values[first + [c for c in values.columns if c not in first]]
     if ex is not None: bounds += list(ex["protocols"].loc[ex["protocols"].upper_bound.astype(bool), "protocol"])
-    corr = correlations_table({**settings, **(ex["settings"] if ex else {})}, exclude=bounds, n_boot=cfg.n_boot, level=cfg.level, seed=cfg.seed)
-    ptab = []
-    for (_, proto, family, task), vt in settings.items():
-        vN, ind = float(vt.attrs["v_N"].mean()), vt.individual
-        ptab.append(dict(protocol=proto, family=family, upper_bound=proto in bounds, task=task, items=int(vt.n_items.iloc[0]), v_N=vN,
-                         best_single=float(ind.max()), best_member=str(ind.idxmax()), gain=vN - float(ind.max()), calls_per_item=len(names)))
-    ptab = pd.DataFrame(ptab)
+    if ex is not None: flags.update(ex["flags"])
+    corr = correlations_table({**settings, **(ex["settings"] if ex else {})}, exclude=bounds, flags=flags, n_boot=cfg.n_boot, level=cfg.level, seed=cfg.seed)
+    ptab = pd.DataFrame([protocol_row(proto, family, proto in bounds, task, int(vt.n_items.iloc[0]), flags[(pool, proto, family, task)], len(names))
+                         for (_, proto, family, task), vt in settings.items()])
     if ex is not None:
         ptab, pairs, inds = pd.concat([ptab, ex["protocols"]], ignore_index=True), pairs + [ex["pairwise"]], inds + [ex["individual"]]
+        coal, games, chance = coal + [ex["coalitions"]], games + [ex["games"]], chance + [ex["chance"]]
     u = client.usage()
     return dict(values=values, correlations=corr, summary=summarize(corr, exclude=bounds), protocols=ptab,
                 pairwise=pd.concat(pairs, ignore_index=True), individual=pd.concat(inds, ignore_index=True),
                 outcomes=ex["outcomes"] if ex else pd.DataFrame(),
-                coalitions=pd.concat(coal, ignore_index=True), agreement=pd.concat(agree, ignore_index=True) if agree else pd.DataFrame(),
+                coalitions=pd.concat(coal, ignore_index=True), games=pd.concat(games, ignore_index=True),
+                chance=pd.concat(chance, ignore_index=True), flags=flags, agreement=pd.concat(agree, ignore_index=True) if agree else pd.DataFrame(),
                 stopping=stopping_table(cfg, status, progress), players=player_table(players), level=cfg.level,
                 seconds=time.perf_counter() - t0, requests=len(u) + (ex["requests"] if ex else 0),
                 model_calls=int((~u.cached).sum()) + (ex["model_calls"] if ex else 0))

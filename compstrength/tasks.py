@@ -6,7 +6,7 @@ Docs: https://compstrength.github.io/compstrength/tasks.html.md"""
 
 # %% ../nbs/03_tasks.ipynb #27753c72
 from __future__ import annotations
-import ast, gzip, hashlib, json, math, random, re
+import ast, gzip, hashlib, json, math, random, re, unicodedata
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -22,7 +22,8 @@ from .moco_rules import extract_answer_text, extract_code_block, format_mcq_ques
 # %% auto #0
 __all__ = ['KINDS', 'EXTRACTOR_VERSION', 'DATA_ARTIFACTS', 'MOCO_PACKAGE', 'MOCO_DATASETS', 'TASKS', 'Item', 'TaskError', 'Task',
            'choice_letters', 'prompt_messages', 'extract_number', 'extract_choice', 'extract_code', 'Scored', 'score',
-           'read_jsonl', 'eval_arithmetic', 'task_from_file', 'load_task', 'task_table']
+           'read_jsonl', 'eval_arithmetic', 'task_from_file', 'question_key', 'dedupe', 'pick', 'load_task',
+           'task_table']
 
 # %% ../nbs/03_tasks.ipynb #e9a85648
 @dataclass(frozen=True)
@@ -53,6 +54,7 @@ class Task:
     kind: str  # "numeric", "choice", "code" or "text"
     items: list
     source: str = ""
+    duplicates: dict = field(default_factory=dict)  # id of an item left out → id of the item with the same question that was kept
 
     def __post_init__(self):
         if self.kind not in KINDS: raise TaskError(f"{self.name}: kind must be one of {KINDS}, not {self.kind!r}")
@@ -76,7 +78,7 @@ class Task:
         "The items of one split (the source's own split when an item carries one, else fixed by item id)."
         if name == "all": return self
         if name not in ("dev", "test"): raise TaskError(f"split must be dev, test or all, not {name!r}")
-        return Task(f"{self.name}", self.kind, [i for i in self.items if (i.meta.get("split") or _split_of(i.id, dev_fraction)) == name], self.source)
+        return Task(f"{self.name}", self.kind, [i for i in self.items if (i.meta.get("split") or _split_of(i.id, dev_fraction)) == name], self.source, self.duplicates)
 
     def sample(self, n: int|None, # items to keep (None: all)
                seed: int = 0 # sampling seed
@@ -84,7 +86,7 @@ class Task:
         "A seeded subset of `n` items, in their original order."
         if n is None or n >= len(self.items): return self
         keep = set(random.Random(seed).sample(range(len(self.items)), n))
-        return Task(self.name, self.kind, [it for k, it in enumerate(self.items) if k in keep], self.source)
+        return Task(self.name, self.kind, [it for k, it in enumerate(self.items) if k in keep], self.source, self.duplicates)
 
     def table(self) -> pd.DataFrame:
         "The items as a table."
@@ -422,10 +424,48 @@ def task_from_file(path: str|Path, # a .jsonl or .csv file
 def _data_store():
     return home_dir()/"data"
 
+# %% ../nbs/03_tasks.ipynb #5c08973b
+def question_key(item: Item # an item
+                ) -> str: # what two copies of one question share
+    "The item's question, normalised (NFKC, case-folded, whitespace collapsed), with a choice item's options as a set."
+    norm = lambda s: " ".join(unicodedata.normalize("NFKC", str(s)).casefold().split())
+    key = norm(item.question)
+    return key + "".join(f"\x1f{c}" for c in sorted(norm(c) for c in item.choices)) if item.choices else key
+
+# %% ../nbs/03_tasks.ipynb #76be311d
+def dedupe(task: Task # a task as its source has it
+          ) -> Task: # each question once; the others in `duplicates`
+    "The task with each question once (the first in the source's order kept), the items left out listed in `duplicates`."
+    seen, keep, dup = {}, [], dict(task.duplicates)
+    for it in task.items:
+        k = question_key(it)
+        if k in seen: dup[it.id] = seen[k]
+        else: seen[k] = it.id; keep.append(it)
+    return Task(task.name, task.kind, keep, task.source, dup)
+
+# %% ../nbs/03_tasks.ipynb #8a982ac3
+def pick(task: Task, # the task as its source has it (duplicates included)
+         split: str = "all", # "dev", "test" or "all"
+         limit: int|None = None, # a seeded sample of this many items
+         seed: int = 0, # sampling seed
+        ) -> Task: # each question once, in the order of the draw
+    "The split and seeded sample of a task with each question once: a draw of a left-out duplicate goes to the copy kept."
+    full = dedupe(task)
+    part = full.split(split)
+    mine = {it.id: it for it in part.items}
+    rows = task.split(split).sample(limit, seed)  # the draw as it was before duplicates were left out
+    ids = list(dict.fromkeys(x for x in (full.duplicates.get(it.id, it.id) for it in rows) if x in mine))
+    want = len(mine) if limit is None else min(limit, len(mine))
+    if len(ids) < want:  # a question drawn twice: the next items in a seeded hash order
+        rest = sorted(set(mine) - set(ids), key=lambda i: hashlib.sha256(f"{seed}:{i}".encode()).hexdigest())
+        ids += rest[:want - len(ids)]
+    return Task(full.name, full.kind, [mine[i] for i in ids], full.source, full.duplicates)
+
 # %% ../nbs/03_tasks.ipynb #292528b7
 TASKS = {"gsm8k": _gsm8k, "mmlu": _mmlu, "humaneval": _humaneval, "arithmetic": _arithmetic,
          "arithmetic1k": partial(_arithmetic, name="arithmetic1k"),
-         "arithmetic_crl": partial(_arithmetic, name="arithmetic_crl"),  # C-RL's items: disjoint from the study's
+         "arithmetic_crl": partial(_arithmetic, name="arithmetic_crl"),  # C-RL's first items: no question of the study's
+         "arithmetic_crl2": partial(_arithmetic, name="arithmetic_crl2"),  # C-RL's items: each (template, expression) once, none of the study's
          **{f"moco:{n}": partial(_moco, name=n) for n in MOCO_DATASETS}}
 
 def load_task(name: str, # a name in `TASKS`, or a path to a .jsonl/.csv file
@@ -433,7 +473,7 @@ def load_task(name: str, # a name in `TASKS`, or a path to a .jsonl/.csv file
               limit: int|None = None, # keep a seeded sample of this many items
               seed: int = 0, # sampling seed
              ) -> Task:
-    "Load a task by name or path; split and sample it."
+    "Load a task by name or path, each question once; split and sample it (`pick`)."
     if name in TASKS:
         path = fetch_artifact(DATA_ARTIFACTS[name], store=_data_store()) if name in DATA_ARTIFACTS else data_dir()/f"{name}.jsonl"
         task = TASKS[name](path)
@@ -441,15 +481,15 @@ def load_task(name: str, # a name in `TASKS`, or a path to a .jsonl/.csv file
     else:
         own = sorted(n for n in TASKS if not n.startswith("moco:"))
         raise TaskError(f"unknown task {name!r}: choose one of {own}, moco:<dataset> (one of {sorted(MOCO_DATASETS)}), or give a .jsonl/.csv path")
-    return task.split(split).sample(limit, seed)
+    return pick(task, split, limit, seed)
 
 # %% ../nbs/03_tasks.ipynb #2789926c
 def task_table(names: Sequence[str]|None = None, # task names (default: every task in `TASKS`)
               ) -> pd.DataFrame: # one row per task
-    "Each task's kind, rules, dev and test sizes, and unscorable items (gold answers no reply can match)."
+    "Each task's kind, rules, dev and test sizes, duplicate questions left out, and unscorable items (gold answers no reply can match)."
     rows = []
     for n in (names or TASKS):
         t = load_task(n)
-        rows.append(dict(task=n, kind=t.kind, rules=t.rules, dev=len(t.split("dev")), test=len(t.split("test")),
+        rows.append(dict(task=n, kind=t.kind, rules=t.rules, dev=len(t.split("dev")), test=len(t.split("test")), duplicates=len(t.duplicates),
                          unscorable=sum("unscorable" in i.meta for i in t), source=t.source))
     return pd.DataFrame(rows)

@@ -63,6 +63,9 @@ class RecordSource:
         "The members' own scores on `items` (individual strength), when the record has them all."
         if self.individual is None: return None
         d = self.individual[(self.individual.task == task) & self.individual.model.isin(list(members))]
+        if "source" in d and d.source.nunique() > 1:  # a study's record: its own answers and its text experiment's; take the one that answered these items
+            cover = d[d.item.isin(list(items))].groupby("source").item.nunique()
+            d = d[d.source == cover.sort_index().idxmax()]
         w = d.pivot_table(index="item", columns="model", values="score", aggfunc="first")
         if not set(items) <= set(w.index) or not set(members) <= set(w.columns): return None
         return w.loc[list(items), list(members)]

@@ -15,7 +15,7 @@ a round.  ``data/arithmetic1k.jsonl`` (1,000 items) is written this way.
 Each line is a JSON object with the keys, in order:
 
     id          "arith-001" .. "arith-200", then "arith-201" .. "arith-1000"
-                (3 digits at least; stable for a given seed)
+                (3 digits at least, from --first-id; stable for a given seed)
     difficulty  int 1-5
     question    the word problem, ending with a question mark
     expression  Python arithmetic using only int literals and + - * // ( ),
@@ -37,7 +37,8 @@ literal 2 (written as "twice"/"half" in the question) and the literal 100
 restricted ``ast`` evaluator (only +, -, *, // on non-negative int literals),
 checks that every division is exact, that answers are non-negative ints, that
 numbers in question and expression agree, that questions are unique across the
-file, and that every round is balanced across levels; any failure raises
+file (with ``--exclude``: that (template, expression) pairs are unique and none is
+excluded), and that every round is balanced across levels; any failure raises
 AssertionError.
 
 Standard library only.  Deterministic: ``random.Random`` per round.
@@ -52,8 +53,29 @@ Run from the repository root:
 ``--skip N`` (a multiple of 200) generates the whole set and writes only the items after the first N:
 ``data/arithmetic_crl.jsonl`` holds rounds 5-9 (ids arith-1001 .. arith-2000), whose questions differ
 from every question of ``data/arithmetic1k.jsonl`` (and so of ``data/arithmetic.jsonl``), because
-questions are unique across the whole generated file.  C-RL trains and evaluates on it, so that nothing
-it trains on or reports is an item the study measures.
+questions are unique across the whole generated file.  Its questions differ, but not always what they
+ask: a question is its template's sentence with names, objects and numbers filled in, so two items can
+share their (template, expression), the same computation asked with other names: 140 of the 1,000
+items of ``data/arithmetic_crl.jsonl`` share theirs with an item of ``data/arithmetic1k.jsonl``, and
+162 share theirs with another item of the same file.
+
+``--exclude FILE ...`` keeps whole computations apart: no item's (template, expression) is one found
+in the given files, and no two items of the output share theirs (``--exclude`` with no file asks only
+the latter).  A template whose (template, expression) pairs run out (1000 draws give no new one) is
+skipped from then on, and the level's slots cycle over its other templates, so every round stays
+balanced across levels while templates with few pairs (``l2_rows_mul``, ``l2_boxes_mul``,
+``l3_shop_change``) give fewer items.  ``--first-id N`` numbers the ids from arith-N; with
+``--exclude`` an id already in those files is refused.  ``data/arithmetic_crl2.jsonl`` (1,200 items,
+240 per level, ids arith-2001 .. arith-3200) is written this way, from its own seed:
+
+    python data/make_arithmetic.py --items 1200 --seed 20261206 --first-id 2001 \
+        --exclude data/arithmetic.jsonl data/arithmetic1k.jsonl data/arithmetic_crl.jsonl \
+        --out data/arithmetic_crl2.jsonl
+
+C-RL trains and evaluates on it: no computation it trains on, calibrates on or reports is one the
+study measures (``arithmetic1k``) or one the earlier C-RL items (``arithmetic_crl``) asked, and its
+training, dev and held-out items never ask the same computation.  Without ``--exclude`` (and with
+--first-id 1) nothing changes: the files above are drawn exactly as their commands say.
 """
 from __future__ import annotations
 
@@ -476,24 +498,45 @@ def round_seed(seed: int, r: int) -> int:
     return int.from_bytes(digest[:8], "big")
 
 
-def draw_round(rng: random.Random, seen: set[str]) -> list[dict]:
+def pair(item: dict) -> tuple[str, str]:
+    """An item's (template, expression): what it asks, whatever names and objects fill the template."""
+    return item["template"], item["expression"]
+
+
+def draw_round(rng: random.Random, seen: set[str], pairs: set[tuple[str, str]] | None = None,
+               exhausted: set[str] | None = None) -> list[dict]:
     """One round: PER_LEVEL items per level, interleaved by level, questions not in ``seen``.
 
-    Adds the new questions to ``seen``.  Items have no id yet.
+    Adds the new questions to ``seen``.  With ``pairs`` (a set of (template, expression)), every
+    item's pair is also new: not in ``pairs``, to which it is added.  A template that cannot give a
+    new pair in 1000 draws is exhausted (recorded in ``exhausted``, skipped from then on): the level's
+    slots then cycle over its other templates, so levels stay balanced.
+    Items have no id yet.
     """
+    exhausted = set() if exhausted is None else exhausted
     per_level: dict[int, list[dict]] = {}
     for level in sorted(TEMPLATES):
         items = []
         templates = TEMPLATES[level]
         for i in range(PER_LEVEL):
-            fn = templates[i % len(templates)]
-            for _attempt in range(1000):
-                question, expr = fn(rng)
-                if question not in seen:
-                    break
-            else:
-                raise AssertionError(f"could not draw a unique question from {fn.__name__}")
+            while True:
+                live = [fn for fn in templates if fn.__name__ not in exhausted]
+                if not live:
+                    raise AssertionError(f"every level-{level} template is exhausted: no new (template, expression) pair")
+                fn = live[i % len(live)]
+                for _attempt in range(1000):
+                    question, expr = fn(rng)
+                    if question not in seen and (pairs is None or (fn.__name__, expr) not in pairs):
+                        break
+                else:
+                    if pairs is None:
+                        raise AssertionError(f"could not draw a unique question from {fn.__name__}")
+                    exhausted.add(fn.__name__)
+                    continue
+                break
             seen.add(question)
+            if pairs is not None:
+                pairs.add((fn.__name__, expr))
             value, _, _ = safe_eval(expr)
             items.append({
                 "difficulty": level,
@@ -506,20 +549,30 @@ def draw_round(rng: random.Random, seen: set[str]) -> list[dict]:
     return [per_level[level][i] for i in range(PER_LEVEL) for level in sorted(per_level)]
 
 
-def generate(seed: int = DEFAULT_SEED, n_items: int = ROUND_SIZE) -> list[dict]:
-    """``n_items`` checked items (a multiple of ROUND_SIZE); the first ROUND_SIZE never depend on ``n_items``."""
+def generate(seed: int = DEFAULT_SEED, n_items: int = ROUND_SIZE,
+             exclude: set[tuple[str, str]] | None = None, first_id: int = 1) -> list[dict]:
+    """``n_items`` checked items (a multiple of ROUND_SIZE); the first ROUND_SIZE never depend on ``n_items``.
+
+    ``exclude``: None, or (template, expression) pairs no item may have; then every item's pair is
+    also unique within the output.  ``first_id``: the number of the first id.
+    """
     if n_items <= 0 or n_items % ROUND_SIZE:
         raise ValueError(f"items must be a positive multiple of {ROUND_SIZE}, not {n_items}")
     seen: set[str] = set()
+    pairs = None if exclude is None else set(exclude)
+    exhausted: set[str] = set()
     out = []
     for r in range(n_items // ROUND_SIZE):
-        for it in draw_round(random.Random(round_seed(seed, r)), seen):
-            out.append({"id": f"arith-{len(out) + 1:03d}", **it})
+        for it in draw_round(random.Random(round_seed(seed, r)), seen, pairs, exhausted):
+            out.append({"id": f"arith-{first_id + len(out):03d}", **it})
 
     # Self-check the whole set before anything is written.
     assert len(out) == n_items
     assert len({it["id"] for it in out}) == len(out)
     assert len({it["question"] for it in out}) == len(out)
+    if exclude is not None:
+        assert len({pair(it) for it in out}) == len(out), "a (template, expression) pair repeats"
+        assert not {pair(it) for it in out} & set(exclude), "an excluded (template, expression) pair was drawn"
     for start in range(0, n_items, ROUND_SIZE):
         chunk = out[start:start + ROUND_SIZE]
         for level in TEMPLATES:
@@ -528,6 +581,12 @@ def generate(seed: int = DEFAULT_SEED, n_items: int = ROUND_SIZE) -> list[dict]:
         assert list(it) == ["id", "difficulty", "question", "expression", "answer", "template"]
         check_item(it)
     return out
+
+
+def read_items(path: Path) -> list[dict]:
+    """The items of a JSONL file written by this generator."""
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
 
 
 def main() -> None:
@@ -539,15 +598,29 @@ def main() -> None:
                     help="output file (default: data/arithmetic.jsonl; required with --items)")
     ap.add_argument("--skip", type=int, default=0,
                     help=f"write only the items after the first N (a multiple of {ROUND_SIZE}, less than --items)")
+    ap.add_argument("--exclude", type=Path, nargs="*", default=None, metavar="FILE",
+                    help="draw no (template, expression) pair found in these files, and none twice in the output "
+                         "(given with no file: only the latter)")
+    ap.add_argument("--first-id", type=int, default=1,
+                    help="the number of the first id (default: 1, arith-001); with --exclude, no id may be in those files")
     args = ap.parse_args()
     if args.skip < 0 or args.skip % ROUND_SIZE or args.skip >= args.items:
         ap.error(f"--skip must be a multiple of {ROUND_SIZE} below --items, not {args.skip}")
     if args.items <= 0 or args.items % ROUND_SIZE:
         ap.error(f"--items must be a positive multiple of {ROUND_SIZE}, not {args.items}")
-    if args.out is None and args.items != ROUND_SIZE:
-        ap.error("--out is required with --items (data/arithmetic.jsonl holds the 200-item set)")
+    if args.first_id < 1:
+        ap.error(f"--first-id must be >= 1, not {args.first_id}")
+    if args.out is None and (args.items != ROUND_SIZE or args.exclude is not None or args.first_id != 1):
+        ap.error("--out is required with --items, --exclude or --first-id (data/arithmetic.jsonl holds the 200-item set)")
     out_path = args.out or OUT_PATH
-    items = generate(args.seed, args.items)[args.skip:]
+    exclude, taken = None, set()
+    if args.exclude is not None:
+        old = [it for f in args.exclude for it in read_items(f)]
+        exclude, taken = {pair(it) for it in old}, {it["id"] for it in old}
+    items = generate(args.seed, args.items, exclude, args.first_id)[args.skip:]
+    clash = sorted(taken & {it["id"] for it in items})
+    if clash:
+        ap.error(f"{len(clash)} ids are already in the excluded files, e.g. {clash[0]}: choose another --first-id")
     with open(out_path, "w", encoding="utf-8") as f:
         for it in items:
             f.write(json.dumps(it, ensure_ascii=False) + "\n")

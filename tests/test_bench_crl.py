@@ -1,4 +1,5 @@
-"The C-RL bench's summary: every accuracy, Shapley value and LOO it reports comes with its 95% interval over the held-out items."
+"""The C-RL bench's summary: every accuracy, Shapley value and LOO it reports comes with its 95% interval over the held-out items;
+test.txt states the held-out overlap and the paper's endpoint, computed from the files; the committed runs keep their names and digests."""
 import argparse, json, os, sys, time
 from pathlib import Path
 
@@ -6,25 +7,30 @@ import numpy as np
 import pandas as pd
 from scipy.stats import binomtest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]/"bench"))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT/"bench"))
 import bench_crl
+
+COMMITTED = ROOT/"bench"/"results"/"crl"
 
 
 def args(**kw):
-    a = dict(protocol="moa", difficulty=[1, 2], seeds=[0], steps=3, prompts=4, group=4, max_tokens=128, n_train=118, n_eval=200,
-             temperature=0.8, updates=2, lr=2e-4)
+    a = dict(task="arithmetic_crl", protocol="moa", difficulty=[1, 2], seeds=[0], steps=3, prompts=4, group=4, max_tokens=128,
+             proposal_tokens=256, n_dev=20, n_train=118, n_eval=200, temperature=0.8, updates=2, lr=2e-4, pilot_steps=5)
     return argparse.Namespace(**{**a, **kw})
 
 
-def write_run(d: Path, rng, a, shapley: bool = True):
-    "A finished run's client files: train rows, and evaluations before and after with their per-item scores."
+def write_run(d: Path, rng, a, shapley: bool = True, without=None, shift: float = 0.0):
+    """A finished run's client files: train rows, and evaluations before and after with their per-item scores. `without`: the
+    partners' per-item scores (frozen: the same in every evaluation), else drawn anew; `shift` moves the per-item Shapley values."""
     d.mkdir(parents=True)
     rows = [dict(kind="train", step=s, frac_same_as_individual=0.25, frac_reward_zero_std=0.5, reward=0.4) for s in range(a.steps)]
     with open(d/"eval_items.jsonl", "w") as f:
         for step in (0, a.steps):
+            wp = without if without is not None else rng.integers(0, 2, a.n_eval)
             it = pd.DataFrame(dict(item=[f"arith-{1001 + k}" for k in range(a.n_eval)], system=rng.integers(0, 2, a.n_eval),
-                                   policy_alone=rng.integers(0, 2, a.n_eval), without_policy=rng.integers(0, 2, a.n_eval),
-                                   shapley=rng.uniform(-0.5, 0.5, a.n_eval)))
+                                   policy_alone=rng.integers(0, 2, a.n_eval), without_policy=wp,
+                                   shapley=rng.uniform(-0.5, 0.5, a.n_eval) + shift))
             if not shapley: it = it.drop(columns="shapley")
             for r in it.to_dict("records"): f.write(json.dumps(dict(run=d.name, step=step, protocol=a.protocol, **r)) + "\n")
             rows.append(dict(kind="eval", step=step, protocol=a.protocol, n_items=a.n_eval, system=it.system.mean(),
@@ -133,24 +139,29 @@ def test_policy_text_reads_each_versions_proposals_from_the_committed_recording(
         assert abs(parts / r.n - ev["system"]) < 1e-9, (arm, when, parts / r.n, ev["system"])
 
 
-def test_a_c_rl_run_that_failed_its_own_gate_stays_in_the_test_and_a_sensitivity_line_leaves_it_out(tmp_path):
-    "Seeds are never dropped on their C-RL run's own early verdict: the primary pooled test keeps every seed, and a second line shows it without those that failed."
+def test_a_c_rl_run_that_failed_its_own_gate_stays_in_the_test_and_a_separate_sensitivity_note_leaves_it_out(tmp_path):
+    """Seeds are never dropped on their C-RL run's own early verdict: the primary pooled test keeps every seed. The pooled
+    tests without those that failed come only at the end, in one note that says it is no independent check."""
     a, rng = args(seeds=[0, 1]), np.random.default_rng(2)
     for seed, passed in ((0, True), (1, False)):
         for arm in bench_crl.ARMS: write_run(tmp_path/"runs"/f"{arm}-{bench_crl.tag(a)}-seed{seed}", rng, a)
         (tmp_path/"runs"/f"crl-{bench_crl.tag(a)}-seed{seed}"/"pilot.json").write_text(json.dumps(dict(
             steps=5, groups=20, zero_signal_frac=0.35, frac_same_as_individual=0.4 if passed else 0.5, max_zero_signal=0.6, max_same=0.5, passed=passed)))
     summary, text = bench_crl.summarize(a, tmp_path, None)
-    test = text.split("PRIMARY")[1].split("secondary")[0]
-    pooled, sens = test.split("sensitivity")
+    pooled = text.split("PRIMARY")[1].split("secondary")[0]
+    assert "sensitiv" not in pooled.lower() and "sensitiv" not in text.split("SENSITIVITY NOTE")[0].split("each C-RL run's own gate")[1].lower()
     assert "seed 1: FAILED" in text and "seed 0: passed" in text
     assert summary.set_index(["arm", "seed"]).gate_passed.to_dict() == {("crl", 0): True, ("individual", 0): None, ("crl", 1): False, ("individual", 1): None}
     row = [l.split() for l in pooled.splitlines() if l.split()[:1] == ["pooled"]][0]
-    assert row[1:3] == ["200", "400"] and "(0)" in sens   # 200 items, 400 pairs: both seeds in the primary test
+    assert row[1:3] == ["200", "400"]   # 200 items, 400 pairs: both seeds in the primary test
+    note = text.rstrip("\n").split("\n\n")[-1]   # the last paragraph of test.txt
+    assert note.startswith("SENSITIVITY NOTE") and "not an independent check" in note and "(0)" in note
+    assert "must not be read as confirmation" in note and "same runs" in note
     k = bench_crl.paired_test(pd.concat([pd.read_json(tmp_path/"runs"/f"{arm}-{bench_crl.tag(a)}-seed0"/"eval_items.jsonl", lines=True)
                                          .query(f"step == {a.steps}").assign(arm=arm, seed=0) for arm in bench_crl.ARMS])
                               .pivot_table(index=["seed", "item"], columns="arm", values="system").reset_index(), "crl", "individual")
-    assert f"{k.effect.iloc[-1]:.4f}" in sens.split("\n")[2]   # the sensitivity line is seed 0's own test
+    primary = note.split("PRIMARY")[1].split("secondary")[0]
+    assert f"{k.effect.iloc[-1]:.4f}" in primary.splitlines()[2]   # the note's primary line is seed 0's own test
 
 
 def test_between_seeds_reports_the_spread_over_seeds_and_the_floor_of_a_sign_test_over_them():
@@ -163,3 +174,71 @@ def test_between_seeds_reports_the_spread_over_seeds_and_the_floor_of_a_sign_tes
     assert f"[{np.mean(e) - h:+.3f}, {np.mean(e) + h:+.3f}]" in line and "ahead in 3 of 3" in line and "below 0.25" in line
     one = bench_crl.between_seeds(t.iloc[[0, 3]])
     assert "one seed" in one and "interval" not in one
+
+
+def test_the_endpoint_is_stated_from_the_summary_and_the_recorded_evaluations(tmp_path):
+    """test.txt's endpoint section gives each run's LOO and Shapley after training with their intervals (as summary.csv has
+    them), the partners alone with their exact interval when they score each item the same in every evaluation, how the arms
+    rank by Shapley per seed, and calls the policies net-harmful only when every interval lies below 0."""
+    a, rng = args(seeds=[0, 1]), np.random.default_rng(3)
+    without = np.r_[np.ones(150), np.zeros(50)].astype(int)
+    for seed in (0, 1):
+        for arm in bench_crl.ARMS: write_run(tmp_path/"runs"/f"{arm}-{bench_crl.tag(a)}-seed{seed}", rng, a, without=without, shift=-1.0)
+    summary, text = bench_crl.summarize(a, tmp_path, None)
+    end = text.split("the paper's endpoint")[1].split("\n\n")[0]
+    for r in summary.itertuples():
+        assert f"{r.loo_after:.3f} [{r.loo_after_lo:.3f}, {r.loo_after_hi:.3f}]" in end
+        assert f"{r.shapley_after:.3f} [{r.shapley_after_lo:.3f}, {r.shapley_after_hi:.3f}]" in end
+    ci = binomtest(150, 200).proportion_ci()
+    assert f"the partners alone (the system without the policy) score 0.750 [{ci.low:.3f}, {ci.high:.3f}] on the 200 held-out items" in end
+    w = summary.pivot_table(index="seed", columns="arm", values="shapley_after")
+    up = [s for s, r in w.iterrows() if r.individual > r.crl]
+    line = [l for l in end.splitlines() if l.startswith("by Shapley")][0]
+    assert all(f"{s} (" in line for s in up) and ("no seed" in line) == (not up)
+    harmful = (summary.loo_after_hi < 0).all() and (summary.shapley_after_hi < 0).all()
+    assert ("net-harmful" in end) == harmful and ("is not shown by these runs" in end)
+
+    b = tmp_path/"b"   # partners drawn anew per evaluation (not frozen): a range, no interval; Shapley around 0: not called harmful
+    for arm in bench_crl.ARMS: write_run(b/"runs"/f"{arm}-{bench_crl.tag(a)}-seed0", rng, args(), shift=0.0)
+    _, text = bench_crl.summarize(args(), b, None)
+    end = text.split("the paper's endpoint")[1].split("\n\n")[0]
+    assert "across the evaluations" in end and "net-harmful" not in end
+
+
+def test_test_txt_states_the_held_out_overlap_counted_from_the_data_files():
+    """The committed test.txt says how many held-out items share their (template, expression) with a training item and with an
+    arithmetic1k item (either split), as counted here from the data files; on arithmetic_crl2 both counts are 0."""
+    from compstrength.crl import train_eval_items
+    from compstrength.tasks import load_task
+    a = args(seeds=[0, 1, 2], steps=30)
+    tr, ev = train_eval_items(bench_crl.config(a, "crl", 0))
+    comp = lambda it: (it.meta["template"], it.meta["expression"])
+    n_tr = sum(comp(it) in {comp(x) for x in tr} for it in ev)
+    n_k1 = sum(comp(it) in {comp(x) for x in load_task("arithmetic1k")} for it in ev)
+    text = (COMMITTED/"test.txt").read_text()
+    assert f"with a training item: {n_tr} of {len(ev)}; with an item of arithmetic1k (either split): {n_k1} of {len(ev)}" in text
+    assert bench_crl.overlap_line(a) in text.splitlines()
+    new = bench_crl.overlap_line(args(task="arithmetic_crl2"))
+    assert "with a training item: 0 of 200; with an item of arithmetic1k (either split): 0 of 200" in new and "not all new" not in new
+
+
+def test_the_committed_runs_keep_their_names_configs_and_digests():
+    """The bench rebuilds each committed run's config (task arithmetic_crl, checked by question only) with the digest its
+    meta.json holds, under the same folder name; runs on another task get names no committed run has, and the stricter rule."""
+    a = args(seeds=[0, 1, 2], steps=30)
+    assert bench_crl.tag(a) == "moa-levels12"
+    for seed in a.seeds:
+        for arm in bench_crl.ARMS:
+            meta = json.loads((COMMITTED/"runs"/f"{arm}-{bench_crl.tag(a)}-seed{seed}"/"meta.json").read_text())
+            c = bench_crl.config(a, arm, seed)
+            assert c.disjoint == "question" and c.digest() == meta["digest"], (arm, seed)
+    pilots = {"pilot-crl-moa-levels12-seed0": a, "pilot-crl-moa-seed0": args(difficulty=None, n_train=300, steps=30)}
+    for name, pa in pilots.items():
+        meta = json.loads((COMMITTED/"runs"/name/"meta.json").read_text())
+        assert f"pilot-crl-{bench_crl.tag(pa)}-seed0" == name
+        assert bench_crl.config(pa, "crl", 0, steps=pa.pilot_steps).digest() == meta["digest"], name
+    new = args(task="arithmetic_crl2", seeds=[0, 1, 2], steps=30)
+    names = {f"{p}{arm}-{bench_crl.tag(new)}-seed{s}" for p in ("", "pilot-") for arm in bench_crl.ARMS for s in new.seeds}
+    assert not names & {d.name for d in (COMMITTED/"runs").iterdir()}
+    c = bench_crl.config(new, "crl", 0)
+    assert c.task == "arithmetic_crl2" and c.disjoint == "template" and c.validate() is c

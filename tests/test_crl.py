@@ -2,7 +2,9 @@
 two partners of the embedded pool served by llama.cpp, and the client loop. A 2-step run
 changes the adapter's weights and what the policy samples; a client that dies mid-run resumes
 without repeating or losing a step. The partners' answers share one call cache across the module (as
-they would in one real run), so each distinct partner request is made once."""
+they would in one real run), so each distinct partner request is made once. Without a model: the items C-RL keeps
+apart (the generator's exclusion of (template, expression) pairs, `check_disjoint`'s rule by template), and the committed
+runs' config digests."""
 import json, signal
 from pathlib import Path
 
@@ -153,3 +155,110 @@ def test_client_restart_resumes_without_repeating_or_losing(tmp_path, live):
             CRLRun(c, TrainerClient(other.url, token=TOKEN), pool, tmp_path/"run", progress=False).run()
     finally:
         other.kill(signal.SIGTERM)
+
+
+# --- items kept apart: the generator's exclusion, check_disjoint's rule by template, the committed runs' digests
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def make_arithmetic():
+    "data/make_arithmetic.py as a module (it is a script, not part of the package)."
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("make_arithmetic", ROOT/"data"/"make_arithmetic.py")
+    m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
+    return m
+
+
+def test_generator_excludes_computations_and_draws_each_once():
+    "With `exclude`, no item asks an excluded (template, expression) and none asks the same one twice; levels stay balanced, ids start where asked, and the same call gives the same items."
+    m = make_arithmetic()
+    excl = {m.pair(it) for it in m.read_items(ROOT/"data"/"arithmetic1k.jsonl")}
+    out = m.generate(7, 400, excl, first_id=5001)
+    pairs = [m.pair(it) for it in out]
+    assert len(set(pairs)) == len(out) and not set(pairs) & excl
+    assert (out[0]["id"], out[-1]["id"]) == ("arith-5001", "arith-5400")
+    for start in (0, 200):
+        assert [sum(it["difficulty"] == lv for it in out[start:start + 200]) for lv in range(1, 6)] == [40] * 5
+    assert m.generate(7, 400, excl, first_id=5001) == out
+    # without it, pairs may repeat and the draw is the one that wrote data/arithmetic.jsonl
+    assert m.generate(m.DEFAULT_SEED, 200) == m.read_items(ROOT/"data"/"arithmetic.jsonl")
+
+
+def test_a_template_that_runs_out_gives_its_slots_to_its_levels_other_templates():
+    m = make_arithmetic()
+    rows = {("l2_rows_mul", f"{a} * {b}") for a in range(3, 10) for b in range(4, 12)}  # every pair l2_rows_mul can draw
+    out = m.generate(7, 200, rows)
+    assert not any(it["template"] == "l2_rows_mul" for it in out) and sum(it["difficulty"] == 2 for it in out) == 40
+    level1 = ({("l1_gift_add", f"{a} + {b}") for a in range(2, 13) for b in range(1, 20 - a)}
+              | {("l1_lost_sub", f"{a} - {b}") for a in range(6, 20) for b in range(1, a)}
+              | {("l1_bus_add", f"{a} + {b}") for a in range(3, 15) for b in range(1, 20 - a)}
+              | {("l1_eaten_sub", f"{a} - {b}") for a in range(5, 20) for b in range(1, a)})
+    with pytest.raises(AssertionError, match="every level-1 template is exhausted"):
+        m.generate(7, 200, level1)
+
+
+def test_arithmetic_crl2_is_what_its_command_writes(tmp_path):
+    "The committed file is the docstring's command's output, byte for byte; its ids are in no file it excludes, and an id clash is refused."
+    import subprocess, sys
+    old = [ROOT/"data"/f for f in ("arithmetic.jsonl", "arithmetic1k.jsonl", "arithmetic_crl.jsonl")]
+    cmd = [sys.executable, str(ROOT/"data"/"make_arithmetic.py"), "--items", "1200", "--seed", "20261206", "--first-id", "2001",
+           "--exclude", *map(str, old), "--out", str(tmp_path/"crl2.jsonl")]
+    subprocess.run(cmd, check=True, capture_output=True)
+    assert (tmp_path/"crl2.jsonl").read_bytes() == (ROOT/"data"/"arithmetic_crl2.jsonl").read_bytes()
+    m = make_arithmetic()
+    new, before = m.read_items(tmp_path/"crl2.jsonl"), [it for f in old for it in m.read_items(f)]
+    assert not {it["id"] for it in new} & {it["id"] for it in before}
+    assert len({m.pair(it) for it in new}) == len(new) and not {m.pair(it) for it in new} & {m.pair(it) for it in before}
+    clash = subprocess.run([sys.executable, str(ROOT/"data"/"make_arithmetic.py"), "--items", "200", "--first-id", "1001",
+                            "--exclude", str(old[2]), "--out", str(tmp_path/"x.jsonl")], capture_output=True, text=True)
+    assert clash.returncode == 2 and "already in the excluded files" in clash.stderr
+
+
+def _arith(name, rows):
+    "A numeric task of (id, split, question, expression) rows, each item with its template and expression in its meta."
+    from compstrength.tasks import Item, Task
+    return Task(name, "numeric", [Item(i, q, "0", meta=dict(split=s, template="T", expression=e)) for i, s, q, e in rows])
+
+
+def test_check_disjoint_compares_template_and_expression(monkeypatch):
+    """Items with the same (template, expression) and other questions: refused between train, held-out and dev, and
+    against the test items of a task in `avoid` (and arithmetic1k's items of both splits), with the count and a shared key;
+    the question-only rule lets them through."""
+    import compstrength.crl as crl
+    from compstrength.crl import item_overlap, train_eval_items
+    c = CRLConfig(task="mine", avoid=("arithmetic1k", "other"), n_train=4, n_eval=4)
+    base = lambda exprs: _arith("mine", [(f"m-{k}", "test", f"Question {k}?", e) for k, e in enumerate(exprs)]
+                                + [("m-dev", "dev", "A dev question?", "99 + 0")])
+    tasks = {"mine": base([f"{k} + 1" for k in range(8)])}
+    monkeypatch.setattr(crl, "load_task", lambda name, split="all", **kw: tasks[name].split(split))
+    tr, ev = train_eval_items(c)
+    t0, h = tr[0].meta["expression"], [it.meta["expression"] for it in ev]
+    exprs = [f"{k} + 1" for k in range(8)]
+    exprs[int(ev[0].id.split("-")[1])] = t0                      # one held-out item asks a training item's computation
+    tasks["mine"] = base(exprs)
+    tasks["arithmetic1k"] = _arith("arithmetic1k", [("s-1", "dev", "Study?", h[1]), ("s-2", "test", "Study 2?", h[2])])
+    tasks["other"] = _arith("other", [("o-1", "dev", "Other?", h[3]), ("o-2", "test", "Other 2?", "55 + 5")])
+    o = item_overlap(c).query("key == 'template' and part == 'held_out'").set_index("other").n
+    assert (o["train"], o["arithmetic1k"], o["other"], o["dev"]) == (1, 2, 0, 0)  # arithmetic1k: both splits; other: its test split
+    with pytest.raises(ValueError) as e: c.check_disjoint()
+    msg = str(e.value)
+    assert f"1 of the 4 held_out items share their (template, expression) with the train items, e.g. ('T', '{t0}')" in msg
+    assert "2 of the 4 held_out items share their (template, expression) with items of 'arithmetic1k'" in msg and "'other'" not in msg
+    assert CRLConfig(**{**c.model_dump(), "disjoint": "question"}).check_disjoint() == dict(train=4, held_out=4, dev=1)
+    tasks["mine"] = _arith("mine", [*((it.id, "test", it.question, it.meta["expression"]) for it in tasks["mine"].split("test")),
+                                   ("m-dev", "dev", "A dev question?", t0)])       # a dev item asks a training item's computation
+    tasks["arithmetic1k"] = tasks["other"] = _arith("x", [])
+    c2 = CRLConfig(**{**c.model_dump(), "avoid": ("arithmetic1k",)})
+    with pytest.raises(ValueError, match="1 of the 4 train items share their .template, expression. with the dev items"): c2.check_disjoint()
+
+
+def test_the_committed_runs_keep_their_digests():
+    "Every committed run folder's config, rebuilt with the question-only rule it was checked by, has the digest its meta.json holds; the stricter rule is another config."
+    metas = sorted((ROOT/"bench"/"results"/"crl"/"runs").glob("*/meta.json"))
+    assert len(metas) >= 8
+    for f in metas:
+        meta = json.loads(f.read_text())
+        assert "disjoint" not in meta["config"]
+        assert CRLConfig(**{**meta["config"], "disjoint": "question"}).digest() == meta["digest"], f.parent.name
+        assert CRLConfig(**meta["config"]).digest() != meta["digest"]  # the default rule, by template: not the run's config

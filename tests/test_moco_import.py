@@ -60,7 +60,8 @@ def test_import_gives_back_the_runs_own_values(exported, tmp_path):
         assert ((b[f"{m}_ci_low"] <= b[m] + 1e-12) & (b[m] <= b[f"{m}_ci_high"] + 1e-12)).all()
         assert ((a[f"{m}_ci_high"] - a[f"{m}_ci_low"]) - (b[f"{m}_ci_high"] - b[f"{m}_ci_low"])).abs().max() < 0.15
     c = pd.read_csv(tmp_path/"imp"/"correlations.csv")
-    assert len(c) == 3 * 22 and set(c.verdict) <= {"translates", "does not translate", "inconclusive", "upper bound"}
+    assert len(c) == 3 * 22 and set(c.verdict.dropna()) <= {"translates", "does not translate", "inconclusive", "upper bound", "dictator game"}
+    assert c.verdict.isna().sum() == 2 * 22                           # only the individual-vs-Shapley row of a game gets a verdict
 
 
 def test_order_of_model_names_changes_nothing(exported, tmp_path):

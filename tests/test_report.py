@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = REPO/"test-artifacts"
 CHART_TIMEOUT_MS = 60_000
-SECTIONS = ["finding", "settings", "charts", "details", "run-facts"]
+SECTIONS = ["finding", "settings", "games", "charts", "details", "run-facts"]
 
 
 @pytest.fixture(scope="module")

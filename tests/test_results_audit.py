@@ -1,0 +1,140 @@
+"""The results record can be audited from its files alone: every v(S), exact Shapley, LOO and Banzhaf value, every
+bootstrap CI of a value and of a gain, every accuracy against chance and every dictator flag of the main job's run,
+rebuilt here with numpy, scipy and pandas only (no compstrength code), from `games.csv.gz`, `coalitions.csv`,
+`individual.csv` and the run's seed, level and resamples (those of configs/study.toml).
+
+Reads the session's one replay of the main job (conftest's `default_run`: `compstrength run`, no model call).
+"""
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+N_BOOT, LEVEL, SEED = 2000, 0.95, 0  # configs/study.toml (and the text experiment's config)
+
+
+def _quantiles(boot: np.ndarray) -> tuple:
+    return tuple(np.quantile(boot, [(1 - LEVEL) / 2, (1 + LEVEL) / 2], axis=0))
+
+
+def _resample_means(x: np.ndarray) -> np.ndarray:
+    "Means of the columns of x (items × k) over the run's item resamples: numpy's default_rng(seed).integers, as documented."
+    m = len(x)
+    idx = np.random.default_rng(SEED).integers(0, m, size=(N_BOOT, m))
+    counts = np.zeros((N_BOOT, m))
+    np.add.at(counts, (np.repeat(np.arange(N_BOOT), m), idx.ravel()), 1)
+    return counts @ x / m
+
+
+@pytest.fixture(scope="module")
+def record(default_run):
+    r, res = default_run
+    assert r.returncode == 0, r.stderr[-3000:]
+    games = pd.read_csv(res/"games.csv.gz", dtype={"item": str})
+    coal = pd.read_csv(res/"coalitions.csv")
+    return dict(games=games, coal=coal, values=pd.read_csv(res/"values.csv"), protocols=pd.read_csv(res/"protocols.csv"),
+                individual=pd.read_csv(res/"individual.csv", dtype={"item": str}), chance=pd.read_csv(res/"chance.csv"),
+                correlations=pd.read_csv(res/"correlations.csv"))
+
+
+def _settings(record):
+    "Per setting: its players in bit order (from the singleton coalitions), the masks × items score matrix and the item ids."
+    g, c = record["games"], record["coal"]
+    for (p, t), cs in c.groupby(["protocol", "task"], sort=False):
+        single = cs[cs["size"] == 1]
+        n = int(cs["size"].max())
+        players = [None] * n
+        for r in single.itertuples(): players[int(math.log2(r.mask))] = r.members
+        gs = g[(g.protocol == p) & (g.task == t)]
+        wide = gs.pivot(index="mask", columns="item", values="score")
+        items = list(pd.unique(gs.item[gs["mask"] == 0]))
+        yield p, t, players, wide.loc[range(2 ** n), items].to_numpy(), items
+
+
+def _weights(n: int, method: str) -> np.ndarray:
+    "players × masks: φ_i = Σ_S w(S) v(S), for Shapley, Banzhaf or LOO, by the textbook formulas."
+    W = np.zeros((n, 2 ** n))
+    full = 2 ** n - 1
+    for i in range(n):
+        for S in range(2 ** n):
+            if S >> i & 1: continue
+            s = bin(S).count("1")
+            if method == "shapley": w = math.factorial(s) * math.factorial(n - s - 1) / math.factorial(n)
+            elif method == "banzhaf": w = 1 / 2 ** (n - 1)
+            else: w = 1.0 if S == full ^ (1 << i) else 0.0
+            W[i, S | 1 << i] += w; W[i, S] -= w
+    return W
+
+
+def test_every_coalition_value_rebuilds_from_the_per_item_record(record):
+    g, c = record["games"], record["coal"]
+    v = g.groupby(["protocol", "task", "mask"]).score.mean()
+    got = v.loc[list(zip(c.protocol, c.task, c["mask"]))].to_numpy()
+    np.testing.assert_allclose(got, c.value.to_numpy(), rtol=0, atol=1e-12)
+    assert len(c) == g.groupby(["protocol", "task", "mask"]).ngroups          # every coalition of every setting, ∅ included
+    assert (g.groupby(["protocol", "task", "mask"]).size().groupby(["protocol", "task"]).nunique() == 1).all()   # same items in each
+
+
+def test_every_value_and_its_ci_rebuilds_from_the_files(record):
+    vals, checked = record["values"].set_index(["protocol", "task", "model"]), 0
+    for p, t, players, X, items in _settings(record):
+        for method in ("shapley", "loo", "banzhaf"):
+            per_item = (_weights(len(players), method) @ X).T                # items × players, linear in the per-item game
+            lo, hi = _quantiles(_resample_means(per_item))
+            want = vals.loc[[(p, t, m) for m in players]]
+            np.testing.assert_allclose(per_item.mean(0), want[method], rtol=0, atol=1e-9, err_msg=f"{p} {t} {method}")
+            np.testing.assert_allclose(lo, want[f"{method}_ci_low"], rtol=0, atol=1e-9, err_msg=f"{p} {t} {method} CI")
+            np.testing.assert_allclose(hi, want[f"{method}_ci_high"], rtol=0, atol=1e-9, err_msg=f"{p} {t} {method} CI")
+            checked += 1
+    assert checked == 3 * len(record["coal"].groupby(["protocol", "task"]))
+
+
+def test_individual_strength_gain_and_chance_rebuild_from_the_files(record):
+    ind, pt = record["individual"], record["protocols"].set_index(["protocol", "task"])
+    vals = record["values"].set_index(["protocol", "task", "model"])
+    assert {"source"} <= set(ind.columns) and ind.duplicated(["source", "task", "item", "model"]).sum() == 0
+    for p, t, players, X, items in _settings(record):
+        src = ind[(ind.task == t) & ind.model.isin(players) & ind.item.isin(items)]
+        src = src[src.source == ("study" if len(players) == 8 else src.source[src.source != "study"].iloc[0])]
+        own = src.pivot(index="item", columns="model", values="score").loc[items, players].to_numpy()
+        np.testing.assert_allclose(own.mean(0), vals.loc[[(p, t, m) for m in players], "individual"], rtol=0, atol=1e-12)
+        means = own.mean(0)
+        best = sorted(range(len(players)), key=lambda k: (-round(means[k], 12), players[k]))[0]
+        gain = X[-1] - own[:, best]                                           # the grand coalition against the best member, per item
+        lo, hi = _quantiles(_resample_means(gain[:, None]))
+        row = pt.loc[(p, t)]
+        assert row.best_individual_member == players[best]
+        np.testing.assert_allclose([gain.mean(), lo[0], hi[0]], [row.gain, row.gain_ci_low, row.gain_ci_high], rtol=0, atol=1e-9)
+    ch = record["chance"]
+    for r in ch.itertuples():
+        s = ind[(ind.source == r.source) & (ind.task == r.task) & (ind.model == r.model)]
+        k = int(round(s.score.sum()))
+        ci = stats.binomtest(k, len(s)).proportion_ci(LEVEL, method="exact")
+        assert (len(s), k) == (r.items, r.correct) and abs(ci.low - r.ci_low) < 1e-12 and abs(ci.high - r.ci_high) < 1e-12
+        top = s.answer.fillna("(none)").astype(str).value_counts()
+        assert abs(top.max() / len(s) - r.top_share) < 1e-12
+        assert r.guessing == (ci.low <= r.chance + 1e-12 or top.max() / len(s) >= 0.8)
+
+
+def test_dictator_flags_follow_their_stated_rule(record):
+    c, pt = record["coal"], record["protocols"].set_index(["protocol", "task"])
+    corr = record["correlations"]
+    main = corr[(corr.x == "individual") & (corr.y == "shapley")].set_index(["protocol", "task"])
+    for (p, t), cs in c.groupby(["protocol", "task"], sort=False):
+        cs = cs[cs["size"] > 0]
+        n = int(cs["size"].max())
+        fixed = {}
+        for k in range(n):
+            single = cs.loc[cs["mask"] == 1 << k, "value"].iloc[0]
+            has = cs[(cs["mask"].to_numpy() >> k & 1) == 1]
+            share = float((np.abs(has.value - single) <= 0.01 + 1e-12).mean())
+            y, x = cs.value.to_numpy(), (cs["mask"].to_numpy() >> k & 1) == 1
+            r2 = (x.sum() * (y[x].mean() - y.mean()) ** 2 + (~x).sum() * (y[~x].mean() - y.mean()) ** 2) / ((y - y.mean()) ** 2).sum()
+            fixed[cs.loc[cs["mask"] == 1 << k, "members"].iloc[0]] = (share, r2)
+        dictators = {m for m, (s, r2) in fixed.items() if s >= 1 or r2 >= 0.9}
+        flagged = pt.loc[(p, t), "dictator"]
+        assert (flagged if isinstance(flagged, str) else "") in (dictators or {""}), (p, t, flagged, dictators)
+        if not pt.loc[(p, t), "upper_bound"]:
+            assert (main.loc[(p, t), "verdict"] == "dictator game") == bool(dictators), (p, t)
