@@ -22,7 +22,7 @@ from .models import (PROMPT_STYLES, Completion, ModelClient, ModelSpec, cache_ke
 from .experiment import ConfigError, ExperimentConfig, load_config, players_from, protocol_row, run_experiment, setting_record
 from .diagnostics import chance_level, chance_table, game_flags
 from .analysis import correlations_table, pairwise_table, summarize, values_table
-from .attribution import attribute_items, bootstrap_ci, coalition_label, coalition_of
+from .attribution import attribute_items, bootstrap_ci
 from .protocols import PROTOCOLS, Protocol, dev_task, extract_answer, get_protocol, own_request
 from . import reuse
 from .reuse import dev_answers, own_answers, reuse_values, table_item_values
