@@ -27,6 +27,8 @@ table() {
 
 if [ -n "${CS_CI_SETUP_S:-}" ]; then phases+=("setup + export check (.ci/run)"); secs+=("$CS_CI_SETUP_S"); fi
 bash scripts/setup.sh
+# vLLM's own environment (the pinned wheel, once per machine: ~2 min), for the vLLM tier of the tests
+.venv/bin/compstrength vllm setup
 phase "setup"
 export LITELLM_LOCAL_MODEL_COST_MAP=True
 [ "$mode" = --live ] && export COMPSTRENGTH_LIVE_DEEP=1

@@ -21,13 +21,17 @@ def _yield_cpu():
     except OSError: pass
 
 
-def start_service(state_dir: Path, device: str, log: Path, threads: int|None = None):
-    "Start `compstrength serve-trainer` on `state_dir` (resumes its versions); returns (process, url) once it answers."
+def start_service(state_dir: Path, device: str, log: Path, threads: int|None = None, extra_args: list[str]|None = None,
+                  yield_cpu: bool = True):
+    """Start `compstrength serve-trainer` on `state_dir` (resumes its versions); returns (process, url) once it answers.
+    `extra_args`: more of its flags, e.g. `["--backend", "vllm", "--vllm-url", "http://127.0.0.1:PORT"]`.
+    `yield_cpu`: run it at the lowest CPU priority (`_yield_cpu`); False: at the caller's priority."""
     port = free_port()
     cmd = [sys.executable, "-c", "import sys; from compstrength.cli import main; sys.exit(main())",
            "serve-trainer", "--state-dir", str(state_dir), "--port", str(port), "--device", device]
     if threads: cmd += ["--threads", str(threads)]
-    proc = subprocess.Popen(cmd, stdout=open(log, "a"), stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_yield_cpu)
+    if extra_args: cmd += [str(x) for x in extra_args]
+    proc = subprocess.Popen(cmd, stdout=open(log, "a"), stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_yield_cpu if yield_cpu else None)
     url = f"http://127.0.0.1:{port}"
     for _ in range(1200):
         if proc.poll() is not None: raise RuntimeError(f"the service exited ({proc.returncode}): {Path(log).read_text()[-2000:]}")

@@ -14,6 +14,7 @@ import pandas as pd
 from .files import ChecksumError, fetch_model
 from .models import ModelClient, ModelDownError, ReplayMissError, UnknownModelError, run_sync
 from .local import MEMBERS, SERVERS, LocalPool, local_pool, pool_state_file, pool_status, read_state, stop_pid
+from .vllm_env import PortInUseError, VLLMMissingError
 from .tasks import TaskError, load_task, prompt_messages, score, task_table
 from .protocols import ProtocolError, protocol_declarations
 from .attribution import METHODS, attribute, parse_coalition
@@ -29,8 +30,8 @@ from .study import (StudyError, agreement_table, collect, collection_cost, load_
 
 # %% auto #0
 __all__ = ['USER_ERRORS', 'smoke_run', 'smoke_summary', 'cmd_pool', 'cmd_smoke', 'cmd_run', 'cmd_study', 'cmd_protocols',
-           'cmd_tasks', 'cmd_import_moco', 'InputError', 'cmd_attribute', 'cmd_docs', 'cmd_serve_trainer', 'cli_parser',
-           'main']
+           'cmd_tasks', 'cmd_import_moco', 'InputError', 'cmd_attribute', 'cmd_docs', 'cmd_vllm', 'cmd_serve_trainer',
+           'cli_parser', 'main']
 
 # %% ../nbs/13_cli.ipynb #eb770a38
 def smoke_run(client: ModelClient, # a client over the pool
@@ -82,7 +83,8 @@ def cmd_pool(a: argparse.Namespace, # `action` (fetch, up, down or status), `mem
         for m in members: print(f"{m}: {fetch_model(m)} (sha256 ok)")
     elif a.action == "up":
         pool = LocalPool(members, server=getattr(a, "server", SERVERS[0]), slots=getattr(a, "slots", 1),
-                         n_threads=getattr(a, "threads", None)).up(detach=not a.wait)
+                         n_threads=getattr(a, "threads", None), port=getattr(a, "port", None),
+                         lora_rank=getattr(a, "lora_rank", None)).up(detach=not a.wait)
         _print_table(pool_status(members, servers=pool.servers), ["name", "litellm_model", "api_base", "server", "slots", "sha256_ok", "up"])
         if a.wait:
             print("serving; Ctrl-C stops the pool")
@@ -92,7 +94,7 @@ def cmd_pool(a: argparse.Namespace, # `action` (fetch, up, down or status), `mem
             finally: pool.down()
     elif a.action == "down":
         running = read_state()
-        for n, s in running.items(): stop_pid(s.pid); print(f"stopped {n} (pid {s.pid})")
+        for n, s in running.items(): stop_pid(s.pid, group=s.server == "vllm"); print(f"stopped {n} (pid {s.pid})")
         pool_state_file().unlink(missing_ok=True)
         if not running: print("no pool servers were running")
     elif a.action == "status":
@@ -352,6 +354,18 @@ def cmd_docs(a: argparse.Namespace, # `nbs`, `out`, `renderer` and `workers`
         return 1
     return 0
 
+# %% ../nbs/13_cli.ipynb #7fe9aea9
+def cmd_vllm(a: argparse.Namespace, # `action`: setup or status
+            ) -> int: # the exit code
+    "`compstrength vllm`: build vLLM's own environment from its pinned wheel (once per machine), or say where it is."
+    from compstrength.vllm_env import VLLM_WHEELS, setup_vllm, vllm_env_dir, vllm_flavour
+    fl = vllm_flavour(); w = VLLM_WHEELS[fl]
+    if a.action == "setup": setup_vllm(fl)
+    ready = vllm_env_dir(fl)/"ready.json"
+    print(f"{w.package} {w.version} (sha256 {w.sha256[:16]}…): {w.about}")
+    print(f"environment: {vllm_env_dir(fl)} — " + (ready.read_text() if ready.exists() else "not set up: `compstrength vllm setup`"))
+    return 0 if ready.exists() else 1
+
 # %% ../nbs/13_cli.ipynb #7118c996
 def cmd_serve_trainer(a: argparse.Namespace, # `state_dir`, `host`, `port`, `base`, `backend`, `vllm_url`, `lora_r`, `device`, `threads`
                      ) -> int: # the exit code
@@ -372,8 +386,12 @@ def cli_parser() -> argparse.ArgumentParser: # the `compstrength` command's pars
     pp.add_argument("--json", action="store_true", help="status as JSON")
     pp.add_argument("--wait", action="store_true", help="up: stay in the foreground until Ctrl-C")
     pp.add_argument("--server", choices=list(SERVERS), default=SERVERS[0],
-                    help="up: llama-cpp-python's server (one request at a time) or llama.cpp's llama-server (parallel slots)")
-    pp.add_argument("--slots", type=int, default=1, help="up: requests each llama-server generates at once (default: 1)")
+                    help="up: llama-cpp-python's server (one request at a time), llama.cpp's llama-server (parallel slots) "
+                         "or vllm (continuous batching; `compstrength vllm setup` first)")
+    pp.add_argument("--slots", type=int, default=1, help="up: requests each llama-server or vLLM server generates at once (default: 1)")
+    pp.add_argument("--port", type=int, default=None, help="up: a fixed port (one member; default: a free one per server)")
+    pp.add_argument("--lora-rank", type=int, default=None,
+                    help="up, vllm: serve LoRA adapters up to this rank, with sampled log-probs (the C-RL policy's sampler)")
     pp.add_argument("--threads", type=int, default=None, help="up: CPU threads per server (default: half the cores)")
     pr = sub.add_parser("run", help="the main job: an experiment config -> results record and report")
     pr.add_argument("config", nargs="?", default=None, help="experiment TOML (default: configs/default.toml)")
@@ -412,6 +430,8 @@ def cli_parser() -> argparse.ArgumentParser: # the `compstrength` command's pars
                      help="quarto: nbdev-docs (needs Quarto); offline: execute and render here; auto: quarto if on PATH")
     pdoc.add_argument("--nbs", default="nbs", help="notebooks folder (default: nbs/)")
     pdoc.add_argument("--workers", type=int, default=2, help="notebooks executed at a time (default: 2)")
+    pv = sub.add_parser("vllm", help="vLLM's own environment: `setup` builds it once per machine (pinned wheel), `status` says where it is")
+    pv.add_argument("action", choices=["setup", "status"])
     pt = sub.add_parser("serve-trainer", help="the C-RL training service (FastAPI): samples from and trains a policy")
     pt.add_argument("--state-dir", default=None, help="versions, checkpoints and the token file (default: ~/.cache/compstrength/trainer)")
     pt.add_argument("--host", default=DEFAULT_HOST, help=f"bind address (default: {DEFAULT_HOST})")
@@ -419,7 +439,8 @@ def cli_parser() -> argparse.ArgumentParser: # the `compstrength` command's pars
     pt.add_argument("--base", default=DEFAULT_BASE, help=f"base model: an embedded member (from its GGUF) or a Hugging Face folder")
     pt.add_argument("--backend", choices=["transformers", "vllm"], default="transformers",
                     help="transformers: sample and train here (CPU or GPU); vllm: train here, sample on --vllm-url")
-    pt.add_argument("--vllm-url", default=None, help="the vLLM server (`vllm serve BASE --enable-lora --logprobs-mode processed_logprobs`), vllm backend")
+    pt.add_argument("--vllm-url", default=None, help="vllm backend: the vLLM server that samples the policy (default: the one "
+                    "`compstrength pool up --server vllm --members BASE --lora-rank R` started)")
     pt.add_argument("--lora-r", type=int, default=8, help="LoRA rank")
     pt.add_argument("--device", default="auto", help="cuda, cpu or auto")
     pt.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: half the cores, at least 1)")
@@ -427,7 +448,7 @@ def cli_parser() -> argparse.ArgumentParser: # the `compstrength` command's pars
 
 # %% ../nbs/13_cli.ipynb #3c99a61b
 USER_ERRORS = (UnknownModelError, ModelDownError, ReplayMissError, ChecksumError, TaskError, ProtocolError, ConfigError, StudyError, MocoLogError,
-               InputError)
+               InputError, VLLMMissingError, PortInUseError)
 
 def main(argv: list[str]|None = None, # the arguments (default: `sys.argv[1:]`)
         ) -> int: # the exit code
@@ -436,7 +457,7 @@ def main(argv: list[str]|None = None, # the arguments (default: `sys.argv[1:]`)
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run `finally`/`__exit__`, stop owned servers
     try: return {"pool": cmd_pool, "run": cmd_run, "protocols": cmd_protocols, "tasks": cmd_tasks, "import-moco": cmd_import_moco, "attribute": cmd_attribute, "smoke": cmd_smoke,
-                "docs": cmd_docs, "study": cmd_study, "serve-trainer": cmd_serve_trainer}[a.cmd](a)
+                "docs": cmd_docs, "study": cmd_study, "serve-trainer": cmd_serve_trainer, "vllm": cmd_vllm}[a.cmd](a)
     except USER_ERRORS as e:  # bad input: a clear message, no traceback
         print(f"compstrength: error: {e}", file=sys.stderr)
         return 2

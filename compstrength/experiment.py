@@ -59,8 +59,8 @@ class PoolConfig(BaseModel):
     "`[pool]`: embedded members by name (on a server program, in prompt styles), and hosted models as `ModelSpec` fields."
     model_config = ConfigDict(extra="forbid")
     embedded: list[str] = [] # embedded members (`local.MEMBERS`)
-    server: str = SERVERS[0] # the embedded members' server program: "llama-cpp-python" or "llama-server"
-    slots: int = Field(1, ge=1) # requests each embedded member's server generates at once (llama-server only)
+    server: str = SERVERS[0] # the embedded members' server program: "llama-cpp-python", "llama-server" or "vllm"
+    slots: int = Field(1, ge=1) # requests each embedded member's server generates at once (llama-server and vllm)
     styles: list[str] = ["working"] # prompt styles: each embedded member is a player per style (`players_from`)
     direct_max_tokens: int = Field(24, ge=1) # completion cap of the "direct" players
     models: list[dict] = [] # `[[pool.models]]` tables: `ModelSpec` fields
@@ -94,8 +94,8 @@ class PoolConfig(BaseModel):
 
     @model_validator(mode="after")
     def _slots(self):
-        if self.slots > 1 and self.server != "llama-server":
-            raise ValueError(f"slots = {self.slots} needs server = \"llama-server\" ({self.server} answers one request at a time)")
+        if self.slots > 1 and self.server == "llama-cpp-python":
+            raise ValueError(f"slots = {self.slots} needs server = \"llama-server\" or \"vllm\" ({self.server} answers one request at a time)")
         return self
 
     def specs(self,

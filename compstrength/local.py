@@ -16,6 +16,7 @@ from fastcore.basics import patch
 
 from .models import ModelSpec
 from .files import MODEL_ARTIFACTS, fetch_model, home_dir, verified_sha256
+from .vllm_env import check_port, hf_model_dir, vllm_command, vllm_environ, vllm_flavour, vllm_python
 
 # %% auto #0
 __all__ = ['EMBEDDED_POOL', 'MEMBERS', 'LLAMA_VERSION', 'LLAMA_CMAKE_FLAGS', 'SERVERS', 'PoolMember', 'llama_server_dir',
@@ -49,7 +50,7 @@ LLAMA_VERSION = "0.3.36"  # the llama-cpp-python release whose vendored llama.cp
 # AMX and AVX-512 kernels wherever the CPU reports them, and on some machines those crash at the first decode.
 LLAMA_CMAKE_FLAGS = ["-DGGML_NATIVE=OFF", "-DGGML_AVX=ON", "-DGGML_AVX2=ON", "-DGGML_FMA=ON", "-DGGML_F16C=ON", "-DGGML_BMI2=ON",
                      "-DGGML_AVX512=OFF", "-DGGML_AMX_TILE=OFF", "-DGGML_AMX_INT8=OFF"] if platform.machine() in ("x86_64", "AMD64") else []
-SERVERS = ("llama-cpp-python", "llama-server")  # the servers a member can run on; the first is the default
+SERVERS = ("llama-cpp-python", "llama-server", "vllm")  # the servers a member can run on; the first is the default
 
 # %% ../nbs/01_local.ipynb #84612d3d
 def llama_server_dir() -> Path: # the folder that holds (or will hold) llama-server and its shared libraries
@@ -137,12 +138,13 @@ def healthy(api_base: str, timeout: float = 2.0) -> bool:
 # %% ../nbs/01_local.ipynb #1efdc956
 @dataclass
 class Server:
-    "A running llama.cpp server for one member."
+    "A running server (llama.cpp or vLLM) for one member."
     name: str
     pid: int
     port: int
-    server: str = SERVERS[0]  # which server program: "llama-cpp-python" or "llama-server"
+    server: str = SERVERS[0]  # which server program: "llama-cpp-python", "llama-server" or "vllm"
     slots: int = 1  # requests it generates at once
+    lora_rank: int|None = None  # vLLM only: the LoRA rank it serves adapters up to (a C-RL policy's server), or None
     @property
     def api_base(self) -> str: return f"http://127.0.0.1:{self.port}/v1"
 
@@ -183,37 +185,44 @@ def read_state() -> dict[str, Server]:
 # %% ../nbs/01_local.ipynb #2412ac8d
 def _write_state(servers: dict[str, Server]):
     f = pool_state_file(); f.parent.mkdir(parents=True, exist_ok=True)
-    f.write_text(json.dumps({n: dict(name=s.name, pid=s.pid, port=s.port, server=s.server, slots=s.slots)
+    f.write_text(json.dumps({n: dict(name=s.name, pid=s.pid, port=s.port, server=s.server, slots=s.slots, lora_rank=s.lora_rank)
                              for n, s in servers.items()}, indent=1))
 
 # %% ../nbs/01_local.ipynb #67482d50
 def stop_pid(pid: int, # the process to stop
              timeout: float = 10.0, # seconds between SIGTERM and SIGKILL
+             group: bool = False, # `pid` leads a process group (a vLLM server and its engine processes): stop the whole group
             ):
-    "Stop process `pid`: SIGTERM, then SIGKILL after `timeout`; reap it if it is our child."
-    try: os.kill(pid, signal.SIGTERM)
+    "Stop process `pid` (or its whole process group): SIGTERM, then SIGKILL after `timeout`; reap it if it is our child."
+    send = (lambda sig: os.killpg(pid, sig)) if group else (lambda sig: os.kill(pid, sig))
+    def left() -> bool:  # the process, or with `group` any process of its group, still runs
+        if _alive(pid): return True
+        if not group: return False
+        try: os.killpg(pid, 0); return True
+        except (ProcessLookupError, PermissionError): return False
+    try: send(signal.SIGTERM)
     except ProcessLookupError: return
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout:
-        try:
-            if os.waitpid(pid, os.WNOHANG)[0] == pid: return
-        except ChildProcessError: pass  # not our child: poll instead
-        if not _alive(pid): return
+        with contextlib.suppress(ChildProcessError): os.waitpid(pid, os.WNOHANG)  # reap our child (else poll)
+        if not left(): return
         time.sleep(0.05)
-    with contextlib.suppress(ProcessLookupError): os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError): send(signal.SIGKILL)
     with contextlib.suppress(ChildProcessError): os.waitpid(pid, 0)
 
 # %% ../nbs/01_local.ipynb #df05437f
 class LocalPool:
-    "The embedded pool's llama.cpp servers: `with LocalPool() as pool: pool.specs()`."
+    "The embedded pool's servers (llama.cpp, or vLLM): `with LocalPool() as pool: pool.specs()`."
     def __init__(self,
                  members: Sequence[str]|None = None, # member names (default: all four)
                  store: Path|None = None, # model folder (default: `home_dir()/models`)
                  n_ctx: int = 4096, # context length per server (per slot on llama-server)
                  n_threads: int|None = None, # threads per server (default: half the cores, at least 1)
-                 startup_timeout: float = 120.0, # seconds to wait for a server to answer
-                 server: str = SERVERS[0], # "llama-cpp-python" (one request at a time) or "llama-server" (parallel slots)
-                 slots: int = 1, # requests each server generates at once (llama-server only)
+                 startup_timeout: float|None = None, # seconds to wait for a server to answer (default: 120; vLLM 600)
+                 server: str = SERVERS[0], # "llama-cpp-python" (one request at a time), "llama-server" (parallel slots) or "vllm"
+                 slots: int = 1, # requests each server generates at once (llama-server and vllm)
+                 port: int|None = None, # a fixed port (one member only; default: a free one per server)
+                 lora_rank: int|None = None, # vllm only: serve LoRA adapters up to this rank (a C-RL policy's sampler)
                 ):
         members = list(members) if members is not None else list(MEMBERS)
         if not members: raise ValueError("the pool is empty: name at least one member")
@@ -224,14 +233,27 @@ class LocalPool:
             raise ValueError(f"slots must be a positive integer, not {slots!r}")
         if n_threads is not None and (not isinstance(n_threads, int) or isinstance(n_threads, bool) or n_threads < 1):
             raise ValueError(f"n_threads must be a positive integer, not {n_threads!r}")
-        if slots > 1 and server != "llama-server":
-            raise ValueError(f"{server}'s server answers one request at a time: slots={slots} needs server='llama-server'")
-        self.members, self.store, self.server, self.slots = members, store, server, slots
-        self.n_ctx, self.n_threads, self.startup_timeout = n_ctx, n_threads or max(1, (os.cpu_count() or 2) // 2), startup_timeout
+        if slots > 1 and server == "llama-cpp-python":
+            raise ValueError(f"{server}'s server answers one request at a time: slots={slots} needs server='llama-server' or 'vllm'")
+        if lora_rank is not None and (server != "vllm" or not isinstance(lora_rank, int) or isinstance(lora_rank, bool) or lora_rank < 1):
+            raise ValueError(f"lora_rank (a positive integer) is for server='vllm', not {lora_rank!r} on {server!r}")
+        if port is not None:
+            if len(members) != 1: raise ValueError(f"a fixed port serves one member, not {len(members)}: name one, or leave port out")
+            check_port(port)  # before any model is fetched, converted or started
+        if server == "vllm": self.vllm = vllm_python()  # said now, not after the models are fetched
+        self.members, self.store, self.server, self.slots, self.port, self.lora_rank = members, store, server, slots, port, lora_rank
+        self.n_ctx, self.n_threads = n_ctx, n_threads or max(1, (os.cpu_count() or 2) // 2)
+        self.startup_timeout = startup_timeout or (600.0 if server == "vllm" else 120.0)
         self.servers: dict[str, Server] = {}
         self._owned: dict[str, subprocess.Popen] = {}
 
     def _command(self, name: str, path: Path, port: int, binary: Path|None) -> tuple[list, dict|None]:
+        if self.server == "vllm":  # `path`: the member's Hugging Face folder
+            # a C-RL policy's sampler on a CPU runs float32, as the trainer does: its sampling log-probabilities then agree with the
+            # trainer's to ~1e-5 per token instead of bf16's ~0.01 (median) and 0.2-0.35 (max); the pool's members run bfloat16
+            dtype = "float32" if self.lora_rank and vllm_flavour() == "cpu" else "bfloat16"
+            return vllm_command(path, name, port, self.vllm, max_model_len=self.n_ctx, max_num_seqs=max(self.slots, 1),
+                                lora_rank=self.lora_rank, dtype=dtype), vllm_environ()
         if self.server == "llama-server":
             cmd = [str(binary), "--model", str(path), "--alias", name, "--host", "127.0.0.1", "--port", str(port),
                    "--ctx-size", str(self.n_ctx * self.slots), "--parallel", str(self.slots), "--cont-batching",
@@ -245,17 +267,18 @@ class LocalPool:
                 "--use_mlock", "False", "--verbose", "False"], None
 
     def _spawn(self, name: str, path: Path, detach: bool, binary: Path|None = None) -> Server:
-        port = free_port()
+        port = self.port or free_port()
         cmd, env = self._command(name, path, port, binary)
         logf = home_dir()/"pool"/f"{name}.log"; logf.parent.mkdir(parents=True, exist_ok=True)
         with open(logf, "ab") as log:
             # PR_SET_PDEATHSIG fires when the *thread* that started the child ends, so it is only
             # asked for from the main thread; other threads rely on __exit__/atexit.
             pdeath = not detach and threading.current_thread() is threading.main_thread()
+            # a vLLM server starts its engine in other processes: it leads a process group of its own, stopped as one
             p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                                 start_new_session=detach, preexec_fn=_pdeathsig if pdeath else None)
+                                 start_new_session=detach or self.server == "vllm", preexec_fn=_pdeathsig if pdeath else None)
         if not detach: self._owned[name] = p
-        return Server(name, p.pid, port, self.server, self.slots)
+        return Server(name, p.pid, port, self.server, self.slots, self.lora_rank)
 
     def up(self, detach: bool = False # leave the servers running after this process exits (`pool up`)
           ) -> "LocalPool":
@@ -266,11 +289,12 @@ class LocalPool:
             raise RuntimeError(f"already running on another server: {', '.join(f'{m} on {s.server} (pid {s.pid})' for m, s in other.items())}; "
                                f"a member runs on one server at a time: stop it (`compstrength pool down`) or ask for that server")
         paths = {m: fetch_model(m, self.store) for m in self.members}  # all verified before any start
+        if self.server == "vllm": paths = {m: hf_model_dir(m) for m in self.members}  # converted once, checked by digest
         binary = build_llama_server() if self.server == "llama-server" else None  # built once per machine
         try:
             for m in self.members:
                 s = running.get(m)
-                if s and reusable(s, self.server): self.servers[m] = s
+                if s and reusable(s, self.server) and s.lora_rank == self.lora_rank: self.servers[m] = s
                 else: self.servers[m] = self._spawn(m, paths[m], detach, binary)
             self._wait()
         except BaseException:
@@ -294,7 +318,7 @@ class LocalPool:
     def down(self):
         "Stop the servers this object started (and, for a detached pool, those in the state file)."
         for n, p in list(self._owned.items()):
-            stop_pid(p.pid); p.wait(); self._owned.pop(n)
+            stop_pid(p.pid, group=self.server == "vllm"); p.wait(); self._owned.pop(n)
         self.servers = {n: s for n, s in self.servers.items() if _alive(s.pid)}
         if pool_state_file().exists(): _write_state(read_state())  # forget the servers that stopped
 
@@ -311,7 +335,7 @@ def _spec(m: PoolMember, api_base: str|None, server: str = SERVERS[0], slots: in
                      # timed out; one call in flight per member keeps the wait in the client, so the timeout
                      # covers one generation and a timeout cannot pile work up on the server. llama-server
                      # generates `slots` requests at once and queues the rest fairly.
-                     max_concurrency=slots if server == "llama-server" else 1, family=m.family, parameters=m.parameters,
+                     max_concurrency=slots if server in ("llama-server", "vllm") else 1, family=m.family, parameters=m.parameters,
                      # several processes (notebooks, tests, a second terminal) can share one `pool up` server, and
                      # their requests queue inside it: that wait counts against the timeout, and a timed-out request
                      # is still generated to the end, so its retry doubles the work. A local call may wait 15 minutes.
@@ -371,7 +395,7 @@ def local_pool(members: Sequence[str]|None = None, # member names (default: all 
     "A running embedded pool: reuse `pool up`'s servers of the same program, else start owned ones for the block."
     pool = LocalPool(members, **kw)
     running = read_state()
-    if all(n in running and reusable(running[n], pool.server) for n in pool.members):
+    if all(n in running and reusable(running[n], pool.server) and running[n].lora_rank == pool.lora_rank for n in pool.members):
         pool.servers = {n: running[n] for n in pool.members}
         yield pool
         return

@@ -13,11 +13,12 @@ import numpy as np
 
 from .contract import DEFAULT_BASE, DEFAULT_HOST, DEFAULT_PORT, LOSS_TYPES, TOKEN_ENV
 from .contract import TrainStep, group_advantages, model_name
-from .files import fetch_model, home_dir
+from .files import home_dir
+from .vllm_env import GGUF_BASES, hf_model_dir
 
 # %% auto #0
-__all__ = ['GGUF_BASES', 'ServiceError', 'checkpoint_path', 'base_model_dir', 'aggregate_loss', 'weights_digest',
-           'adapter_digest', 'Policy', 'TrainerState', 'service_token', 'GreedyBatcher', 'make_app', 'serve']
+__all__ = ['ServiceError', 'checkpoint_path', 'base_model_dir', 'aggregate_loss', 'weights_digest', 'adapter_digest', 'Policy',
+           'TrainerState', 'service_token', 'GreedyBatcher', 'make_app', 'serve']
 
 # %% ../nbs/11_service.ipynb #ffba2dbf
 class ServiceError(ValueError):
@@ -41,28 +42,12 @@ def checkpoint_path(root: Path, # the checkpoint folder
     return p
 
 # %% ../nbs/11_service.ipynb #9bd59bd5
-GGUF_BASES = {"smollm2-135m": "SmolLM2-135M-Instruct", "qwen2.5-coder-0.5b": "Qwen2.5-Coder-0.5B-Instruct"}
-
 def base_model_dir(base: str = DEFAULT_BASE, # an embedded pool member, or a Hugging Face folder
                   ) -> Path: # a folder `from_pretrained` loads
-    "The base model as a Hugging Face folder (converted from the embedded GGUF once)."
-    if base not in GGUF_BASES:
-        if Path(base).is_dir(): return Path(base)
-        raise ValueError(f"unknown base model {base!r}: use one of {list(GGUF_BASES)} or a Hugging Face model folder")
-    out = home_dir()/"hf"/base
-    if (out/"config.json").exists() and (out/"model.safetensors").exists(): return out
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
-    gguf = fetch_model(base)  # verified against its pinned sha256
-    tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32, use_kernels=False,
-                                                 quantization_config=GgufConfig(dequantize=True))
-    tmp = out.with_name(out.name + f".tmp{os.getpid()}")
-    model.save_pretrained(tmp); tok.save_pretrained(tmp)
-    (tmp/"compstrength.json").write_text(json.dumps(dict(source=str(gguf), model=GGUF_BASES[base])))
-    if out.exists(): shutil.rmtree(out)
-    tmp.rename(out)
-    return out
+    "The base model as a Hugging Face folder: an embedded member's (converted once, checked by digest), or the folder given."
+    if base in GGUF_BASES: return hf_model_dir(base)
+    if Path(base).is_dir(): return Path(base)
+    raise ValueError(f"unknown base model {base!r}: use one of {list(GGUF_BASES)} or a Hugging Face model folder")
 
 # %% ../nbs/11_service.ipynb #3b6ceae7
 def aggregate_loss(per_token, # (sequences × tokens) loss
@@ -262,8 +247,9 @@ class Policy:
             for u in range(req.updates):
                 self.model.train()
                 logp = self.token_logprobs(ids, att, cpos, temperature=T)
-                if u == 0:
-                    mismatch = float((logp.detach() - old)[sent].abs().mean()) if sent.any() else None
+                if u == 0:  # sampler vs trainer, per sent token: what the clipped ratio starts from
+                    gap = (logp.detach() - old)[sent].abs()
+                    mismatch = [float(gap.mean()), float(gap.median()), float(gap.max())] if sent.any() else [None] * 3
                     old = torch.where(sent, old, logp.detach())  # not sent: on-policy at the first update
                 ratio = torch.exp(logp - old)
                 per_token = -torch.min(ratio * a, ratio.clamp(1 - req.epsilon, 1 + req.epsilon) * a)
@@ -289,7 +275,8 @@ class Policy:
         m = dict(loss=hist[0]["loss"], mean_reward=float(np.nanmean(R)), reward_std=float(np.nanstd(R)),
                  grad_norm=hist[0]["grad_norm"], frac_reward_zero_std=zero_std, completions=int(mask.shape[0]),
                  completion_tokens=int(mask.sum()), clip_ratio=hist[-1]["clip_ratio"], updates=req.updates,
-                 temperature=T, logprob_mismatch=mismatch, seconds=round(time.time() - t0, 3))
+                 temperature=T, logprob_mismatch=mismatch[0], logprob_mismatch_median=mismatch[1], logprob_mismatch_max=mismatch[2],
+                 seconds=round(time.time() - t0, 3))
         if req.updates > 1: m.update(loss_last=hist[-1]["loss"], grad_norm_last=hist[-1]["grad_norm"])
         if ref is not None: m["kl"] = hist[-1]["kl"]
         return m
@@ -332,7 +319,8 @@ class TrainerState:
                 ):
         if backend not in ("transformers", "vllm"): raise ValueError(f"backend must be transformers or vllm, not {backend!r}")
         if backend == "vllm" and not vllm_url: raise ValueError("the vllm backend needs vllm_url (the running `vllm serve --enable-lora` server)")
-        self.dir, self.base, self.backend, self.vllm_url, self.keep = Path(state_dir), base, backend, vllm_url, keep_versions
+        self.dir, self.base, self.backend, self.vllm_url, self.keep = Path(state_dir), base, backend, (vllm_url or "").rstrip("/") or None, keep_versions
+        if backend == "vllm": self._vllm_check()  # before the policy is loaded
         (self.dir/"versions").mkdir(parents=True, exist_ok=True); (self.dir/"checkpoints").mkdir(exist_ok=True)
         sid = self.dir/"service_id"  # names this policy's lineage: caches of sampled answers are keyed by it
         if not sid.exists(): sid.write_text(secrets.token_hex(8))
@@ -366,13 +354,29 @@ class TrainerState:
         for old in sorted((self.dir/"versions").glob("v*"))[:-self.keep]:
             if old.name != name: shutil.rmtree(old, ignore_errors=True)
 
+    def _vllm_check(self):
+        "The vLLM server answers, and serves this base model's folder (else its samples would not be this policy's)."
+        import httpx
+        try: models = httpx.get(f"{self.vllm_url}/v1/models", timeout=30).json()["data"]
+        except (httpx.HTTPError, ValueError, KeyError) as e:
+            raise ValueError(f"no vLLM server answers at {self.vllm_url} ({type(e).__name__}): start one with "
+                             f"`compstrength pool up --server vllm --members {self.base} --lora-rank 8`") from None
+        want = base_model_dir(self.base).resolve()
+        roots = {Path(m["root"]).resolve() for m in models if m.get("root") and Path(m["root"]).is_dir() and not m.get("parent")}
+        if want not in roots:
+            raise ValueError(f"the vLLM server at {self.vllm_url} serves {sorted(map(str, roots))}, not the trainer's base {want}: "
+                             "sampler and trainer must load the same folder")
+
     def _vllm_load(self, folder: Path):
         "Tell vLLM to load the adapter of the current version under its versioned name, and drop the previous one."
         import httpx
         r = httpx.post(f"{self.vllm_url}/v1/load_lora_adapter", json=dict(lora_name=model_name(self.version), lora_path=str(folder)), timeout=120)
-        if r.status_code >= 400 and "already" not in r.text: raise ServiceError(502, f"vLLM refused the adapter: {r.status_code} {r.text[:200]}")
-        if self.version > 0:
-            httpx.post(f"{self.vllm_url}/v1/unload_lora_adapter", json=dict(lora_name=model_name(self.version - 1)), timeout=60)
+        if r.status_code >= 400 and "already" not in r.text:
+            raise ServiceError(502, f"vLLM refused the adapter {model_name(self.version)} ({r.status_code} {r.text[:300]}); "
+                                    "was it started with --enable-lora and a --max-lora-rank of at least the adapter's?")
+        if self.version > 0:  # the previous version, unless a restart finds it gone already
+            u = httpx.post(f"{self.vllm_url}/v1/unload_lora_adapter", json=dict(lora_name=model_name(self.version - 1)), timeout=60)
+            if u.status_code >= 400 and u.status_code not in (400, 404): raise ServiceError(502, f"vLLM did not unload {model_name(self.version - 1)}: {u.status_code} {u.text[:200]}")
 
     def health(self) -> dict:
         "The service's state as `GET /health` answers it."
@@ -566,7 +570,7 @@ def serve(state_dir: str|Path|None = None, # state folder (default: `home_dir()/
           port: int = DEFAULT_PORT, # port
           base: str = DEFAULT_BASE, # base model
           backend: str = "transformers", # transformers or vllm
-          vllm_url: str|None = None, # vLLM server for the vllm backend
+          vllm_url: str|None = None, # vLLM server for the vllm backend (default: the pool's vLLM server of `base` with LoRA)
           log_level: str = "warning", # uvicorn log level
           **policy_kw, # passed to `Policy`
          ):
@@ -576,6 +580,13 @@ def serve(state_dir: str|Path|None = None, # state folder (default: `home_dir()/
     token = service_token(state_dir)
     if host not in ("127.0.0.1", "localhost", "::1"):
         print(f"warning: binding {host}: anyone who can reach it and holds the token can train the policy; put TLS in front", file=sys.stderr)
+    if backend == "vllm" and not vllm_url:  # the one `compstrength pool up --server vllm --lora-rank R` started for this base
+        from compstrength.local import read_state
+        s = read_state().get(base)
+        if not (s and s.server == "vllm" and s.lora_rank):
+            raise ValueError(f"the vllm backend needs a vLLM server with LoRA for {base}: start one with `compstrength pool up --server vllm "
+                             f"--members {base} --lora-rank 8`, or pass --vllm-url")
+        vllm_url = f"http://127.0.0.1:{s.port}"
     state = TrainerState(state_dir, base=base, backend=backend, vllm_url=vllm_url, **policy_kw)
     src = "$" + TOKEN_ENV if os.environ.get(TOKEN_ENV) else str(state_dir/"token")
     print(f"compstrength training service: {base} ({backend}, {state.policy.device}) version {state.version} "

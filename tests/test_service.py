@@ -22,8 +22,8 @@ def free_port():
 
 class Service:
     "`compstrength serve-trainer` as a subprocess on a state folder."
-    def __init__(self, state_dir: Path, log: Path, token: str|None = TOKEN):
-        self.dir, self.log, self.token, self.port, self.proc = state_dir, log, token, free_port(), None
+    def __init__(self, state_dir: Path, log: Path, token: str|None = TOKEN, extra: tuple = ()):
+        self.dir, self.log, self.token, self.port, self.proc, self.extra = state_dir, log, token, free_port(), None, list(extra)
 
     @property
     def url(self): return f"http://127.0.0.1:{self.port}"
@@ -32,7 +32,7 @@ class Service:
         env = {k: v for k, v in os.environ.items() if k != TOKEN_ENV}
         if self.token: env[TOKEN_ENV] = self.token
         cmd = [sys.executable, "-c", "import sys; from compstrength.cli import main; sys.exit(main())",
-               "serve-trainer", "--state-dir", str(self.dir), "--port", str(self.port)]
+               "serve-trainer", "--state-dir", str(self.dir), "--port", str(self.port), *self.extra]
         self.proc = subprocess.Popen(cmd, env=env, stdout=open(self.log, "a"), stderr=subprocess.STDOUT)
         for _ in range(600):
             assert self.proc.poll() is None, self.log.read_text()[-3000:]
