@@ -131,7 +131,7 @@ HF_DIGESTS = {
 def hf_weights_digest(folder: str|Path, # a Hugging Face model folder (`*.safetensors`)
                      ) -> str: # sha256, hex
     "sha256 of a model folder's tensors: names (sorted), dtypes, shapes and bytes, over every safetensors file."
-    import numpy as np
+    import torch
     from safetensors import safe_open
     files = sorted(Path(folder).glob("*.safetensors"))
     if not files: raise FileNotFoundError(f"no *.safetensors in {folder}")
@@ -141,7 +141,7 @@ def hf_weights_digest(folder: str|Path, # a Hugging Face model folder (`*.safete
             for k in sorted(st.keys()):
                 t = st.get_tensor(k).contiguous()
                 h.update(f"{k}|{t.dtype}|{tuple(t.shape)}|".encode())
-                h.update(t.view(-1).view(__import__("torch").uint8).numpy().tobytes())
+                h.update(t.view(-1).view(torch.uint8).numpy().tobytes())
     return h.hexdigest()
 
 # %% ../nbs/00b_vllm.ipynb #a700448f

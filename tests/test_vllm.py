@@ -7,7 +7,6 @@ at a time (2 cores). Nothing here is skipped: a missing vLLM environment fails t
 import contextlib, json, os, signal, socket, subprocess, sys
 
 import httpx
-import pandas as pd
 import pytest
 
 from compstrength.contract import model_name
