@@ -7,7 +7,7 @@ Docs: https://compstrength.github.io/compstrength/analysis.html.md"""
 # %% ../nbs/07_analysis.ipynb #65eeaaad
 from __future__ import annotations
 from functools import lru_cache
-import warnings
+import inspect, multiprocessing, os, warnings
 from math import factorial
 from typing import Sequence
 import numpy as np
@@ -18,9 +18,11 @@ from .attribution import SAMPLED_METHODS, attribute_items, bootstrap_ci, coaliti
 from .game import item_values
 
 # %% auto #0
-__all__ = ['VALUE_METHODS', 'FLAG_COLUMNS', 'values_table', 'exact_rank_test', 'rank_corr', 'min_detectable_rho',
-           'rank_correlation', 'holm', 'verdict', 'correlations_table', 'summarize', 'pairwise_table', 'record_players',
-           'item_values_of', 'coalition_table', 'interaction_table', 'contribution_table']
+__all__ = ['VALUE_METHODS', 'FLAG_COLUMNS', 'FAMILY_RULES', 'FAMILY_SENSITIVITY_RULES', 'values_table', 'exact_rank_test',
+           'rank_corr', 'min_detectable_rho', 'min_attainable_p', 'rank_correlation', 'fork_map', 'holm',
+           'tarone_family', 'verdict', 'correlations_table', 'summarize', 'grid_table', 'family_sensitivity',
+           'spread_table', 'pairwise_table', 'record_players', 'item_values_of', 'coalition_table', 'interaction_table',
+           'contribution_table']
 
 # %% ../nbs/07_analysis.ipynb #8bbcd74b
 def _tidy(x):
@@ -189,6 +191,17 @@ def min_detectable_rho(n: int, # models (untied ranks)
     sig = [v for v in vals if v > 0 and _two_sided(vals, cum, v, adj) < alpha]
     return float(min(sig)) if sig else np.nan
 
+# %% ../nbs/07_analysis.ipynb #eebd6bc1
+def min_attainable_p(n: int, # players in the setting
+                     n_exact: int = 9, # `exact_rank_test` enumerates all n! pairings up to this many players
+                     n_mc: int = 100_000, # random pairings above it (Monte Carlo)
+                    ) -> float: # the smallest two-sided p; NaN below 2 players
+    "The smallest two-sided permutation p-value `exact_rank_test` can give with `n` untied players: 2/n! exact, 2/(n_mc + 1) Monte Carlo."
+    if pd.isna(n) or n < 2: return np.nan
+    n = int(n)
+    if n <= n_exact or factorial(n) <= n_mc: return 2 / factorial(n)  # `exact_rank_test`'s rule: only ρ = ±1 itself is that extreme
+    return 2 / (n_mc + 1)  # `_two_sided` with adj = 1 when no random pairing is as extreme: 2(0 + 1)/(n_mc + 1)
+
 # %% ../nbs/07_analysis.ipynb #3509699f
 def _corr_ci(px: np.ndarray, py: np.ndarray, est: dict, n_boot: int, level: float, seed: int) -> dict:
     "BCa bootstrap CIs (scipy) of Spearman ρ and Kendall τ-b between the item means of px and py, paired over items; percentile where BCa is undefined."
@@ -242,6 +255,24 @@ def rank_correlation(table: pd.DataFrame, # from `values_table`
     res["min_detectable"] = min_detectable_rho(len(table), "spearman", alpha)
     return res
 
+# %% ../nbs/07_analysis.ipynb #c6caa94e
+_WORK = None  # the function the forked workers run: set in the parent just before it forks
+
+def _run_work(i: int): return _WORK(i)
+
+def fork_map(fn, # fn(i) -> a picklable result
+             n: int, # run fn(0), ..., fn(n - 1)
+             workers: int|None = None, # processes (default: every core); 1: here
+            ) -> list: # the results, in the order of i
+    "`[fn(i) for i in range(n)]` on forked worker processes, in order; here when one worker is asked or the OS does not fork."
+    global _WORK
+    workers = os.cpu_count() or 1 if workers is None else workers
+    if workers <= 1 or n <= 1 or "fork" not in multiprocessing.get_all_start_methods(): return [fn(i) for i in range(n)]
+    _WORK = fn
+    try:
+        with multiprocessing.get_context("fork").Pool(min(workers, n)) as pool: return pool.map(_run_work, range(n), chunksize=1)
+    finally: _WORK = None
+
 # %% ../nbs/07_analysis.ipynb #cf728c10
 def holm(p # p-values (NaN: no test)
         ) -> np.ndarray: # adjusted p-values, same shape
@@ -257,6 +288,17 @@ def holm(p # p-values (NaN: no test)
         adj[o] = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * q[o]))
         out[ok] = adj
     return out
+
+# %% ../nbs/07_analysis.ipynb #d14acdd1
+def tarone_family(p_min, # each test's smallest attainable p-value (NaN: no test)
+                  alpha: float = 0.05, # the family-wise error rate
+                 ) -> np.ndarray: # True for the tests in the family
+    "Tarone's (1990) screen of discrete tests: with the smallest K ≥ 1 where m(K) = #{p_min < α/K} ≤ K, the m(K) tests with p_min < α/K."
+    p = np.asarray(p_min, dtype=float)
+    ok = np.where(np.isnan(p), np.inf, p)
+    K = 1
+    while (ok < alpha / K).sum() > K: K += 1
+    return ok < alpha / K
 
 # %% ../nbs/07_analysis.ipynb #06614d1d
 def verdict(p_adj: float, # Holm-adjusted p-value of Spearman's ρ
@@ -280,18 +322,38 @@ def verdict(p_adj: float, # Holm-adjusted p-value of Spearman's ρ
 FLAG_COLUMNS = ("gain", "gain_ci_low", "gain_ci_high", "beats_best", "best_individual_member", "best_coalition_gain", "dictator",
                 "dictator_fixed_share", "dictator_r2", "n_at_chance", "players_at_chance")  # what a correlation row carries of `diagnostics.game_flags`
 
+def _holm_within(c: pd.DataFrame, family: pd.Series) -> np.ndarray:
+    "Holm-adjusted Spearman p-values within `family`, per pair of strengths (x, y); NaN outside it."
+    out = pd.Series(np.nan, index=c.index)
+    for _, g in c[family.to_numpy(bool)].groupby(["x", "y"]): out[g.index] = holm(g.spearman_p)
+    return out.to_numpy()
+
+def _verdicts(c: pd.DataFrame, p_adj, in_family, bound, dictator, alpha, strong, min_items, level) -> list:
+    "The verdict of each row: '' off the individual-vs-Shapley rows; outside Holm's family p counts as 1, so the row cannot translate."
+    main = (c.x == "individual") & (c.y == "shapley")
+    return [("" if not mn else "upper bound" if b else "dictator game" if d else
+             verdict(p if f else (1.0 if pd.notna(r.spearman_p) else np.nan), r.spearman_ci_low, r.spearman_ci_high, r.n_items,
+                     r.spearman_degenerate / r.n_boot, alpha, strong, min_items, level))
+            for mn, b, d, f, p, r in zip(main, bound, dictator, in_family, p_adj, c.itertuples())]
+
+FAMILY_RULES = ("all", "tarone")  # Holm's family: every tested setting, or Tarone's screen of them
+
 def correlations_table(settings: dict, # (pool, protocol, family, task) → values table
                        exclude: Sequence[str] = (), # protocols that are upper bounds (the oracle router): no test, verdict "upper bound"
                        alpha: float = 0.05, # significance level (Holm-adjusted)
                        strong: float = 0.5, # a CI of ρ below this rules out strong coupling
                        min_items: int = 10, # fewer items: inconclusive
                        flags: dict|None = None, # (pool, protocol, family, task) → `diagnostics.game_flags`: a dictator game gets its own verdict
+                       family_rule: str = "all", # Holm's family: "all" tested settings, or "tarone": those whose pool can reach p < alpha
+                       workers: int|None = 1, # processes the settings are analysed on (`fork_map`; None: every core): the table is the same
                        **kw, # passed to `rank_correlation` (n_boot, level, seed, n_exact, n_mc)
                       ) -> pd.DataFrame: # one row per (setting, pair of strengths)
     "One row per (setting, pair of strengths), with Holm-adjusted p-values across settings, the setting's flags, and a verdict on individual vs Shapley."
+    if family_rule not in FAMILY_RULES: raise ValueError(f"family_rule must be one of {FAMILY_RULES}, not {family_rule!r}")
     n_boot, level, seed = kw.get("n_boot", 2000), kw.get("level", 0.95), kw.get("seed", 0)
-    rows, flags = [], flags or {}
-    for key, t in settings.items():
+    flags, items = flags or {}, list(settings.items())
+    def setting_rows(i):
+        key, t = items[i]
         pool, protocol, family, task = key
         vN = t.attrs.get("v_N")
         ci = bootstrap_ci(pd.DataFrame({"v_N": vN}), n_boot=n_boot, level=level, seed=seed).iloc[0] if vN is not None else None
@@ -300,20 +362,24 @@ def correlations_table(settings: dict, # (pool, protocol, family, task) → valu
                        shapley_halfwidth_max=float(((t.shapley_ci_high - t.shapley_ci_low) / 2).max()) if "shapley_ci_low" in t else np.nan,
                        loo_all_zero=bool((t.loo.abs() <= 1e-12).all()))  # LOO ranks nobody
         if flags: setting.update({k: flags.get(key, {}).get(k, np.nan) for k in FLAG_COLUMNS})
-        for x, y in (("individual", "shapley"), ("individual", "loo"), ("loo", "shapley")):
-            rows.append(dict(pool=pool, protocol=protocol, family=family, task=task,
-                             **rank_correlation(t, x, y, alpha=alpha, **kw), **setting))
-    c = pd.DataFrame(rows)
+        return [dict(pool=pool, protocol=protocol, family=family, task=task, **rank_correlation(t, x, y, alpha=alpha, **kw), **setting)
+                for x, y in (("individual", "shapley"), ("individual", "loo"), ("loo", "shapley"))]
+    c = pd.DataFrame([r for rows in fork_map(setting_rows, len(items), workers) for r in rows])
     if not len(c): return c
     bound = c.protocol.isin(list(exclude))
-    c["spearman_p_holm"] = np.nan
-    for _, g in c[~bound].groupby(["x", "y"]): c.loc[g.index, "spearman_p_holm"] = holm(g.spearman_p)
-    main = (c.x == "individual") & (c.y == "shapley")  # the question the verdict answers; the other rows are descriptive
+    p_min = c.n_models.map(lambda n: min_attainable_p(n, **{k: kw[k] for k in ("n_exact", "n_mc") if k in kw}))
+    in_family = ~bound
+    if family_rule == "tarone":  # screened once, on the settings; every pair of strengths of a setting shares its place
+        key = pd.Series(list(zip(c.pool, c.protocol, c.family, c.task)), index=c.index)
+        main = (c.x == "individual") & (c.y == "shapley") & ~bound
+        inside = set(key[main][tarone_family(p_min[main], alpha)])
+        in_family = key.map(lambda k: k in inside).astype(bool) & ~bound
+    c["spearman_p_holm"] = _holm_within(c, in_family)
     dictator = c["dictator"].fillna("").astype(str).str.len().gt(0) if "dictator" in c else pd.Series(False, index=c.index)
-    c["verdict"] = [("" if not mn else "upper bound" if b else "dictator game" if d else
-                     verdict(r.spearman_p_holm, r.spearman_ci_low, r.spearman_ci_high, r.n_items,
-                             r.spearman_degenerate / r.n_boot, alpha, strong, min_items, level))
-                    for mn, b, d, r in zip(main, bound, dictator, c.itertuples())]
+    c["verdict"] = _verdicts(c, c.spearman_p_holm, in_family, bound, dictator, alpha, strong, min_items, level)
+    c["p_min"], c["in_family"], c["spearman_p_holm_all"] = p_min, in_family, _holm_within(c, ~bound)
+    c.attrs["rule"] = dict(alpha=alpha, strong=strong, min_items=min_items, level=level, family_rule=family_rule,
+                           **{k: kw[k] for k in ("n_exact", "n_mc") if k in kw})
     return c
 
 # %% ../nbs/07_analysis.ipynb #91ee5333
@@ -337,6 +403,110 @@ def summarize(correlations: pd.DataFrame, # from `correlations_table`
                     loo_all_zero_share=float(m.loo_all_zero.astype(float).mean()) if len(m) else np.nan)
     rows = [row(f, g, ls[ls.family == f]) for f, g in main.groupby("family")]
     return pd.DataFrame(rows + [row("all", main, ls)])
+
+# %% ../nbs/07_analysis.ipynb #ba1908ba
+def _main(correlations: pd.DataFrame, exclude: Sequence[str] = ()) -> pd.DataFrame:
+    "The tested individual-vs-Shapley rows: upper bounds (verdict 'upper bound' or a protocol in `exclude`) left out."
+    c = correlations
+    if "verdict" not in c: raise ValueError("correlations has no verdict column: build it with `correlations_table`")
+    bound = set(c.loc[c.verdict == "upper bound", "protocol"]) | set(exclude)
+    return c[(c.x == "individual") & (c.y == "shapley") & ~c.protocol.isin(list(bound))]
+
+def grid_table(correlations: pd.DataFrame, # from `correlations_table`
+               exclude: Sequence[str] = (), # protocols left out (upper bounds such as the oracle router)
+              ) -> pd.DataFrame: # one row per (pool, family), a row "all" per pool, and a last row ("all", "all")
+    "The paper's table: per pool and protocol family, the settings that translate, do not, or are inconclusive, over the tasks."
+    m = _main(correlations, exclude)
+    def row(pool, family, g):
+        v = g.verdict
+        return dict(pool=pool, family=family, settings=len(g), translates=int((v == "translates").sum()),
+                    does_not_translate=int((v == "does not translate").sum()), inconclusive=int((v == "inconclusive").sum()),
+                    dictator_games=int((v == "dictator game").sum()),
+                    outside_family=int((~g.in_family.astype(bool)).sum()) if "in_family" in g else 0,
+                    tasks=int(g.task.nunique()), mean_spearman=round(float(g.spearman.mean()), 3) if len(g) else np.nan)
+    rows = []
+    for pool in sorted(m.pool.astype(str).unique()):
+        p = m[m.pool.astype(str) == pool]
+        rows += [row(pool, f, p[p.family.astype(str) == f]) for f in sorted(p.family.astype(str).unique())] + [row(pool, "all", p)]
+    return pd.DataFrame(rows + [row("all", "all", m)])
+
+# %% ../nbs/07_analysis.ipynb #c43ab9d6
+def _table_rule(correlations: pd.DataFrame, **given) -> dict:
+    "The rule a correlations table was built with: what is given, else its `attrs['rule']`, else `correlations_table`'s defaults."
+    sig = inspect.signature(correlations_table).parameters
+    d = dict(alpha=sig["alpha"].default, strong=sig["strong"].default, min_items=sig["min_items"].default,
+             level=inspect.signature(verdict).parameters["level"].default)
+    d.update(correlations.attrs.get("rule", {}))
+    d.update({k: v for k, v in given.items() if v is not None})
+    return d
+
+FAMILY_SENSITIVITY_RULES = {"tarone": "Holm within Tarone's family of all pools' settings",
+                            "all settings": "Holm over every tested setting",
+                            "per pool": "Holm within Tarone's family of each pool's settings",
+                            "none": "no correction: the exact p itself"}  # rule → what Holm's family is
+
+def family_sensitivity(correlations: pd.DataFrame, # from `correlations_table`
+                       exclude: Sequence[str] = (), # protocols left out (upper bounds)
+                       alpha: float|None = None, # significance level (default: the table's)
+                       strong: float|None = None, # a CI below this rules out strong coupling (default: the table's)
+                       min_items: int|None = None, # fewer items: inconclusive (default: the table's)
+                       level: float|None = None, # the CIs' level (default: the table's)
+                      ) -> pd.DataFrame: # one row per choice of Holm's family
+    "Verdict counts on individual vs Shapley under each choice of Holm's family: Tarone's, all settings, per pool, none."
+    m = _main(correlations, exclude)
+    r = _table_rule(correlations, alpha=alpha, strong=strong, min_items=min_items, level=level)
+    p_min = (m.p_min if "p_min" in m else
+             m.n_models.map(lambda n: min_attainable_p(n, **{k: r[k] for k in ("n_exact", "n_mc") if k in r}))).to_numpy(float)
+    p = m.spearman_p.to_numpy(float)
+    def rule(name):
+        if name == "none": return np.ones(len(m), bool), p
+        if name == "all settings": return np.ones(len(m), bool), holm(p)
+        fam, adj = np.zeros(len(m), bool), np.full(len(m), np.nan)
+        pools = m.pool.to_numpy()
+        for g in ([np.arange(len(m))] if name == "tarone" else [np.flatnonzero(pools == q) for q in pd.unique(pools)]):
+            g = g[tarone_family(p_min[g], r["alpha"])]
+            fam[g], adj[g] = True, holm(p[g])
+        return fam, adj
+    rows = []
+    for name, what in FAMILY_SENSITIVITY_RULES.items():
+        fam, adj = rule(name)
+        v = pd.Series(_verdicts(m, adj, fam, np.zeros(len(m), bool), (m.verdict == "dictator game").to_numpy(),
+                                r["alpha"], r["strong"], r["min_items"], r["level"]), index=m.index)
+        rows.append(dict(rule=name, holm_over=what, settings=len(m), in_family=int(fam.sum()), outside_family=int((~fam).sum()),
+                         translates=int((v == "translates").sum()), does_not_translate=int((v == "does not translate").sum()),
+                         inconclusive=int((v == "inconclusive").sum()), dictator_games=int((v == "dictator game").sum()),
+                         as_in_table=bool((v == m.verdict).all())))
+    return pd.DataFrame(rows)
+
+# %% ../nbs/07_analysis.ipynb #d629fff2
+def spread_table(values: pd.DataFrame, # the values record (protocol, task, model, individual, …), with a `pool` column from the caller
+                 correlations: pd.DataFrame, # from `correlations_table`: the coupling
+                 by_task: bool = False, # one row per (pool, task) instead of per pool
+                 exclude: Sequence[str] = (), # protocols left out of the coupling (upper bounds)
+                ) -> pd.DataFrame: # one row per pool (or per pool and task)
+    "Per pool: how far apart its players' individual strengths are on each task, beside how individual strength couples to Shapley."
+    v = values
+    if "pool" not in v:
+        pools = list(pd.unique(correlations.pool)) if "pool" in correlations else []
+        if len(pools) > 1: raise ValueError(f"values has no pool column, and correlations has {len(pools)} pools {pools}: add the pool column to values")
+        v = v.assign(pool=pools[0] if pools else "pool")
+    v = v.assign(pool=v.pool.astype(str))
+    alone = v.groupby(["pool", "task", "model"]).individual.mean()  # the same in every protocol in a study: taken once
+    per = alone.groupby(level=["pool", "task"]).agg(players="size", individual_min="min", individual_max="max",
+                                                     individual_sd=lambda s: float(np.std(s.to_numpy()))).reset_index()
+    per.insert(5, "individual_range", per.individual_max - per.individual_min)
+    m = _main(correlations, exclude).assign(pool=lambda d: d.pool.astype(str))
+    def coupling(g): return dict(settings=len(g), translates=int((g.verdict == "translates").sum()), spearman_median=float(g.spearman.median()) if len(g) else np.nan)
+    if by_task:
+        cp = pd.DataFrame([dict(pool=p, task=t, **coupling(m[(m.pool == p) & (m.task == t)])) for p, t in zip(per.pool, per.task)])
+        return per.merge(cp, on=["pool", "task"]).sort_values(["pool", "task"], kind="stable").reset_index(drop=True)
+    rows = []
+    for pool, g in per.groupby("pool"):
+        rows.append(dict(pool=pool, players=int(alone[pool].index.get_level_values("model").nunique()), tasks=len(g),
+                         individual_range_median=float(g.individual_range.median()), individual_range_min=float(g.individual_range.min()),
+                         individual_range_max=float(g.individual_range.max()), individual_sd_median=float(g.individual_sd.median()),
+                         **coupling(m[m.pool == pool])))
+    return pd.DataFrame(rows)
 
 # %% ../nbs/07_analysis.ipynb #156fa5cb
 def pairwise_table(table: pd.DataFrame, # from `values_table`

@@ -6,10 +6,11 @@ Docs: https://compstrength.github.io/compstrength/cli.html.md"""
 
 # %% ../nbs/13_cli.ipynb #1425e7cf
 from __future__ import annotations
-import argparse, contextlib, json, signal, sys, threading, time, tomllib
+import argparse, contextlib, json, signal, sys, tempfile, threading, time, tomllib
 from pathlib import Path
 
 import pandas as pd
+import tomlkit
 
 from .files import ChecksumError, fetch_model
 from .models import ModelClient, ModelDownError, ReplayMissError, UnknownModelError, run_sync
@@ -19,19 +20,20 @@ from .tasks import TaskError, load_task, prompt_messages, score, task_table
 from .protocols import ProtocolError, protocol_declarations
 from .attribution import METHODS, attribute, parse_coalition
 from .contract import DEFAULT_BASE, DEFAULT_HOST, DEFAULT_PORT
-from .experiment import ConfigError, headline, load_config, run_experiment, write_results
+from .config import StudyError, load_study, migrate_experiment, migrate_study, study_players
+from .experiment import ConfigError, call_groups, write_results
 from .files import project_root
 from .protocols import dev_task
 from .reuse import own_answers
 from .report import finding, games_table, settings_table
 from .moco import MocoLogError, import_moco, moco_logs
-from .study import (StudyError, agreement_table, collect, collection_cost, load_study, stopping_rule, stopping_table, study_folder,
-                                study_players, study_progress, study_results, study_status)
+from .study import (agreement_table, collect, collection_cost, stopping_rule, stopping_table, study_folder, study_progress,
+                                study_results, study_status)
 
 # %% auto #0
-__all__ = ['USER_ERRORS', 'smoke_run', 'smoke_summary', 'cmd_pool', 'cmd_smoke', 'cmd_run', 'cmd_study', 'cmd_protocols',
-           'cmd_tasks', 'cmd_import_moco', 'InputError', 'cmd_attribute', 'cmd_docs', 'cmd_vllm', 'cmd_serve_trainer',
-           'cli_parser', 'main']
+__all__ = ['USER_ERRORS', 'smoke_run', 'smoke_summary', 'cmd_pool', 'cmd_smoke', 'cmd_run', 'cmd_study', 'cmd_config',
+           'cmd_protocols', 'cmd_tasks', 'cmd_import_moco', 'InputError', 'cmd_attribute', 'cmd_docs', 'cmd_vllm',
+           'cmd_serve_trainer', 'cli_parser', 'main']
 
 # %% ../nbs/13_cli.ipynb #eb770a38
 def smoke_run(client: ModelClient, # a client over the pool
@@ -130,54 +132,54 @@ def _write_moco_logs(a: argparse.Namespace, res: dict):
 
 # %% ../nbs/13_cli.ipynb #c4825089
 @contextlib.contextmanager
-def _experiment_pool(cfg, mode: str):
-    "The players of an experiment config on its embedded servers, started (or reused) for a live run; None for a replay."
-    if mode == "replay" or not cfg.pool.embedded: yield None; return
-    with local_pool(cfg.pool.embedded, server=cfg.pool.server, slots=cfg.pool.slots) as pool:
-        up = {s.name: s for s in pool.specs()}  # the servers just started (or reused): their addresses
-        yield cfg.pool.specs([up[m] for m in cfg.pool.embedded])
+def _study_pool(cfg, mode: str):
+    "The embedded members' servers of a study, started (or reused) for a live run: their specs; None for a replay."
+    if mode == "replay" or not cfg.embedded: yield None; return
+    with local_pool(cfg.embedded, server=cfg.serve.server, slots=cfg.serve.slots) as pool: yield pool.specs()
 
 def _mode(a: argparse.Namespace) -> str:
     "How `compstrength run` answers: replay (default), or through the models with --live, --record or --extend."
     return next((m for m in ("live", "record", "extend") if getattr(a, m, False)), "replay")  # the parser allows one at most
 
-def _is_study(path) -> bool:
-    "A study file (tasks named at the top level) rather than an experiment config (a `[pool]` table)."
-    try: raw = tomllib.loads(Path(path).read_text())
-    except (OSError, tomllib.TOMLDecodeError): return False  # `load_config` names the problem
-    return "pool" not in raw
+def _limited(cfg, n: int):
+    "The study read on at most `n` test items per task (a fixed sample is drawn at that size)."
+    e = cfg.evaluation
+    tasks = [t.model_copy(update=dict(limit=n if t.limit == "all" else min(n, t.limit))) if not t.adaptive else
+             t.model_copy(update=dict(max_items=min(n, cfg.cap(t.name)))) for t in cfg.tasks]
+    return cfg.model_copy(update=dict(tasks=tasks, evaluation=e.model_copy(update=dict(min_items=min(n, e.min_items)))))  # its built protocols come along
 
-def _run_study(a: argparse.Namespace, path: Path) -> int:
-    "`compstrength run` on a study file: replay (or collect, then analyse) the study, write the results and the report."
-    cfg = load_study(path)
-    if a.limit: cfg = cfg.model_copy(update=dict(max_items=min(a.limit, cfg.max_items), min_items=min(a.limit, cfg.min_items)))
-    mode = _mode(a)
-    tc = cfg.text_config()  # validated before any model call
-    if mode != "replay":  # the study's batches: collected, resumably, until the stopping rule or the cap
-        with local_pool(cfg.embedded, server=cfg.server, slots=cfg.slots) if cfg.embedded else contextlib.nullcontext():
-            client = ModelClient(study_players(cfg))
-            client.check()
-            collect(cfg, client, stop=stopping_rule(cfg, client), log=lambda s: print(time.strftime("%H:%M:%S"), s, flush=True))
-    with _experiment_pool(tc, mode) if tc is not None else contextlib.nullcontext() as specs:
-        res = study_results(cfg, text_mode=mode, text_specs=specs)
-    out = write_results(res, a.out)
-    _write_moco_logs(a, res)
+def _print_study(res: dict, cfg, mode: str, out: Path):
+    "The run's tables, in the order a reader checks them: the paper's table, the players, the games, the settings, the finding."
     pd.set_option("display.width", 220); pd.set_option("display.max_colwidth", 90)
-    print(f"study {path}: {len(res['players'])} players; {', '.join(cfg.protocols)} on {', '.join(cfg.tasks)} (exact Shapley over all "
-          f"{2 ** len(res['players'])} coalitions)" + (f"; {', '.join(tc.run.protocols)} on the {len(tc.players)} base models" if tc else ""))
+    e, np_ = cfg.evaluation, {p: len(v) for p, v in cfg.pools.items()}
+    print(f"study {cfg.path or '(in code)'}: {len(cfg.pools)} pool(s) ({', '.join(f'{p}: {n} players' for p, n in np_.items())}), "
+          f"{len(cfg.tasks)} task(s), {len(cfg.protocols)} protocol(s); Holm's family: {cfg.family.rule}")
+    if "grid" in res and len(cfg.pools) > 1:
+        print("\nThe paper's table: per pool and protocol family, the settings (pool x protocol x task) in which individual strength "
+              "translates into Shapley value, does not, or cannot be told:")
+        print(res["grid"].to_string(index=False))
+        print("\nPer pool: the spread of the players' individual strength beside its coupling to Shapley value:")
+        print(res["spread"].round(3).to_string(index=False))
+        print("\nHow the verdicts depend on Holm's family:")
+        print(res["family"].to_string(index=False))
     print("\nThe players, and what sets each apart:")
-    print(res["players"][["player", "weights", "style", "token_cap", "distinct_by"]].to_string(index=False))
-    ag = res["agreement"]
-    if len(ag):
-        print("\nPairwise agreement of the players' answers on the dev items (share of items with the same answer):")
-        print(ag.groupby("task", sort=False).agg(pairs=("agree", "size"), items=("items", "max"), lowest=("agree", "min"),
-                                                 median=("agree", "median"), highest=("agree", "max")).round(2).to_string())
-    print("\nWhere each task stands (adaptive evaluation: batches of items until every Shapley CI half-width "
-          f"<= {cfg.target_halfwidth}, or the cap):")
-    print(res["stopping"].assign(widest_halfwidth=res["stopping"].widest_halfwidth.round(3)).to_string(index=False))
+    print(res["players"][["player", "weights", "style", "temperature", "seed", "token_cap", "distinct_by"]].to_string(index=False))
+    ag = res.get("agreement")
+    if ag is not None and len(ag):
+        print("\nPairwise agreement of each pool's players on the dev items (share of items with the same answer):")
+        print(ag.groupby(["pool", "task"], sort=False).agg(pairs=("agree", "size"), items=("items", "max"), lowest=("agree", "min"),
+                                                           median=("agree", "median"), highest=("agree", "max")).round(2).to_string())
+    pend = res.get("pending")
+    if pend is not None and len(pend):
+        print("\nNot recorded yet (a replay analyses what is recorded; `run --extend` collects the rest):")
+        print(pend[["pool", "protocols", "tasks", "recording"]].to_string(index=False))
+    st = res.get("stopping")
+    if st is not None and len(st):
+        print(f"\nWhere each pool stands on each task (batches of items until every Shapley CI half-width <= {e.target_halfwidth}, or the cap):")
+        print(st.assign(widest_halfwidth=st.widest_halfwidth.round(3)).to_string(index=False))
     print(f"\nSetting by setting: Spearman ρ between individual strength and Shapley value across the players, its "
-          f"{cfg.level:.0%} CI, the exact permutation p (Holm-adjusted over the settings) and the verdict:")
-    print(settings_table(res["correlations"], res["protocols"], cfg.level).to_string(index=False))
+          f"{e.level:.0%} CI, the exact permutation p (Holm-adjusted within the family) and the verdict:")
+    print(settings_table(res["correlations"], res["protocols"], e.level).to_string(index=False))
     print("\nWhat the games are: v(N) against the best member alone (gain with its paired CI), the best of every coalition, "
           "whether one member fixes or explains v(S) (a dictator game), players at chance:")
     print(games_table(res["protocols"]).to_string(index=False))
@@ -186,48 +188,33 @@ def _run_study(a: argparse.Namespace, path: Path) -> int:
     print(ch[ch.guessing][["source", "task", "model", "items", "accuracy", "ci_low", "ci_high", "chance", "top_answer", "top_share"]].round(3).to_string(index=False)
           if ch.guessing.any() else "none")
     print("\n" + res["summary"].to_string(index=False))
-    print("\n" + finding(res["correlations"], res["protocols"], cfg.level, res["chance"], res["players"]))
+    print("\n" + finding(res["correlations"], res["protocols"], e.level, res["chance"], res["players"]))
     print(f"\n{mode}: {res['requests']} requests, {res['model_calls']} model calls, {res['seconds']:.1f} s; results in {out}/ (report.html)")
-    return 1 if "error" in res["outcomes"] and res["outcomes"].error.notna().any() else 0
 
-def cmd_run(a: argparse.Namespace, # `config`, `live`, `record`, `limit`, `out` and `moco_logs`
+def cmd_run(a: argparse.Namespace, # `config`, `live`, `record`, `extend`, `limit`, `out` and `moco_logs`
            ) -> int: # 0, or 1 if any coalition failed
-    "`compstrength run`: run a study (default: configs/study.toml) or an experiment config, write the results and the report, print the tables."
+    "`compstrength run`: the study of a config (default: configs/study.toml): collect what a live run lacks, analyse every setting, write the results and the report, print the tables."
     path = Path(a.config) if a.config else (project_root() or Path.cwd())/"configs"/"study.toml"
     if getattr(a, "moco_logs", None): Path(a.moco_logs).mkdir(parents=True, exist_ok=True)  # a folder we cannot write fails before any model call
-    if _is_study(path): return _run_study(a, path)
-    cfg = load_config(path)
-    if a.limit:
-        for t in cfg.tasks: t.limit = min(a.limit, t.limit or a.limit)
+    cfg = load_study(path)  # every format, validated before any model call
+    if a.limit: cfg = _limited(cfg, a.limit)
     mode = _mode(a)
-    with _experiment_pool(cfg, mode) as specs:
-        res = run_experiment(cfg, mode=mode, specs=specs)
+    with _study_pool(cfg, mode) as bases:
+        if mode != "replay" and cfg.reuse_settings():  # the batches the study lacks: collected, resumably, until the stopping rule or the cap
+            client = ModelClient(study_players(cfg, bases=bases))
+            client.check()
+            collect(cfg, client, stop=stopping_rule(cfg, client), log=lambda s: print(time.strftime("%H:%M:%S"), s, flush=True))
+        res = study_results(cfg, mode=mode, bases=bases)
     out = write_results(res, a.out)
     _write_moco_logs(a, res)
-    pd.set_option("display.width", 200)
-    cols = ["protocol", "task", "model", "individual", "shapley", "shapley_ci_low", "shapley_ci_high", "loo", "banzhaf", "method", "budget"]
-    print(res["values"][[c for c in cols if c in res["values"]]].round(3).to_string(index=False))  # a budgeted run has no Banzhaf
-    pt = res["protocols"]
-    print("\nProtocols: the grand coalition's value v(N), the best member alone (its own accuracy), the gain over it with its "
-          "paired CI, the best coalition, the dictator check, players at chance, calls per item (N):")
-    print(pt[["protocol", "family", "task", "items", "v_N", "best_individual", "best_individual_member", "gain", "gain_ci_low", "gain_ci_high",
-              "best_coalition_value", "dictator", "n_at_chance", "calls_per_item", "upper_bound"]].round(3).to_string(index=False))
-    c = res["correlations"]
-    print("\nIndividual vs Shapley across the pool: Spearman ρ, exact permutation p (Holm-adjusted over the settings), "
-          "paired bootstrap CI over items, the smallest ρ detectable at this pool size, and the verdict:")
-    print(c[(c.x == "individual") & (c.y == "shapley")][["protocol", "task", "n_models", "n_items", "spearman", "spearman_p",
-          "spearman_p_holm", "spearman_ci_low", "spearman_ci_high", "min_detectable", "verdict"]].round(3).to_string(index=False))
-    print("\n" + res["summary"].to_string(index=False))
-    print("\n" + headline(res["summary"]))
-    print(f"\n{mode}: {res['requests']} requests, {res['model_calls']} model calls, {res['seconds']:.1f} s; "
-          f"results in {out}/ (report.html)")
-    return 1 if res["outcomes"].error.notna().any() else 0
+    _print_study(res, cfg, mode, out)
+    return 1 if "error" in res["outcomes"] and res["outcomes"].error.notna().any() else 0
 
 # %% ../nbs/13_cli.ipynb #e38bb58b
-def _study_report(cfg, players, client) -> pd.DataFrame:
-    "Per task: progress, and the widest Shapley CI half-width on the recorded items, with the stopping rule's verdict."
-    pr = study_progress(cfg, players)
-    status = {r.task: study_status(cfg, client, r.task, r.items) for r in pr.itertuples() if r.items and r.dev}
+def _study_report(cfg, client) -> pd.DataFrame:
+    "Per pool and task: progress, and the widest Shapley CI half-width on the recorded items, with the stopping rule's verdict."
+    pr = study_progress(cfg)
+    status = {(r.pool, r.task): study_status(cfg, client, r.pool, r.task, r.items) for r in pr.itertuples() if r.items and r.dev}
     return stopping_table(cfg, status, pr).round(4)
 
 def cmd_study(a: argparse.Namespace, # `action` (collect or status), `config`, `hours`
@@ -235,28 +222,58 @@ def cmd_study(a: argparse.Namespace, # `action` (collect or status), `config`, `
     "`compstrength study`: collect a study's batches live (resumable), or report where it stands from its recording."
     cfg = load_study(a.config)
     if a.action == "collect":
-        with local_pool(cfg.embedded, server=cfg.server, slots=cfg.slots) if cfg.embedded else contextlib.nullcontext():
-            client = ModelClient(study_players(cfg))
+        with _study_pool(cfg, "live") as bases:
+            client = ModelClient(study_players(cfg, bases=bases))
             client.check()
             collect(cfg, client, stop=stopping_rule(cfg, client), hours=a.hours,
                     log=lambda s: print(time.strftime("%H:%M:%S"), s, flush=True))
-    players = study_players(cfg)
     folder = study_folder(cfg)
-    client = ModelClient(players, mode="replay", recording=folder) if folder.exists() else None
     pd.set_option("display.width", 200)
-    print(f"study {cfg.path or '(in code)'}: {len(players)} players, tasks {cfg.tasks}, protocols {cfg.protocols}")
-    if client is None: print(f"nothing recorded yet in {folder}"); return 0
-    print(_study_report(cfg, players, client).to_string(index=False))
-    for t in cfg.tasks:  # are the players distinct? agreement on the dev answers (every task records them first)
-        task = load_task(t, split="test")
-        if not study_progress(cfg, players).set_index("task").loc[t, "dev"]: continue
-        ans = own_answers(client, dev_task(task, cfg.n_dev, cfg.seed), list(client.pool), max_tokens=cfg.max_tokens)
+    print(f"study {cfg.path or '(in code)'}: pools {', '.join(f'{p} ({len(v)} players)' for p, v in cfg.pools.items())}; "
+          f"tasks {[t.name for t in cfg.tasks]}; protocols {list(cfg.protocols)}")
+    if not folder.exists(): print(f"nothing recorded yet in {folder}"); return 0
+    client = ModelClient(study_players(cfg), mode="replay", recording=folder)
+    print(_study_report(cfg, client).to_string(index=False))
+    e, rows = cfg.evaluation, []
+    for r in study_progress(cfg).itertuples():  # are the players distinct? agreement on the dev answers (every task records them first)
+        if not r.dev: continue
+        ans = own_answers(client, dev_task(load_task(r.task, split="test"), e.n_dev or 50, e.seed), cfg.pools[r.pool], max_tokens=e.max_tokens)
         ag = agreement_table(ans)
-        print(f"\n{t}: agreement of each pair of players on the {cfg.n_dev} dev items (share of the same answer):")
-        piv = ag.pivot(index="a", columns="b", values="agree").round(2)
-        print(piv.astype(object).where(piv.notna(), "").to_string())
+        top = ag.loc[ag.agree.idxmax()]
+        rows.append(dict(pool=r.pool, task=r.task, pairs=len(ag), lowest=ag.agree.min(), median=ag.agree.median(), highest=top.agree,
+                         most_alike=f"{top.a} / {top.b}"))
+    if rows:
+        print(f"\nagreement of each pool's pairs of players on the {e.n_dev} dev items (share of the same answer; every pair in agreement.csv of a run):")
+        print(pd.DataFrame(rows).round(2).to_string(index=False))
     print("\ncollection cost (live calls; cached answers cost nothing):")
     print(collection_cost(cfg).to_string(index=False))
+    return 0
+
+# %% ../nbs/13_cli.ipynb #89b3c937
+def cmd_config(a: argparse.Namespace, # `action` (check or migrate), `file`, `out`
+              ) -> int: # the exit code
+    "`compstrength config check|migrate FILE`: validate a config (any format), or write a file of an earlier format in the study schema."
+    path = Path(a.file)
+    cfg = load_study(path)  # validated, and migrated in memory: a bad file fails here, before anything is written
+    if a.action == "check":
+        print(f"{path}: {len(cfg.players)} players, pools {', '.join(f'{p} ({len(v)})' for p, v in cfg.pools.items())}, "
+              f"{len(cfg.tasks)} task(s), {len(cfg.protocols)} protocol(s): {len(cfg.reuse_settings())} settings from the players' own answers, "
+              f"{sum(len(ps) for _, ps, *_ in call_groups(cfg))} (pool, protocol, task group) runs through the coalition games; Holm's family: {cfg.family.rule}")
+        return 0
+    raw = tomllib.loads(path.read_text())
+    if "players" in raw: print(f"{path} is in the study schema already"); return 0
+    new = migrate_experiment(raw, path.stem) if "pool" in raw else migrate_study(raw, path.stem)
+    def clean(x):  # TOML has no null: a key left out takes its default, which is what None meant
+        if isinstance(x, dict): return {k: clean(v) for k, v in x.items() if v is not None}
+        if isinstance(x, list): return [clean(v) for v in x]
+        return x
+    text = f"# {path.name} in the study schema (compstrength config migrate)\n" + tomlkit.dumps(clean(new))
+    with tempfile.TemporaryDirectory() as d:  # the file written must read back as the same study
+        (Path(d)/path.name).write_text(text)
+        if load_study(Path(d)/path.name).model_dump(exclude={"path"}) != cfg.model_dump(exclude={"path"}):
+            raise ConfigError(f"{path}: the migrated file does not read back as the same study")
+    if a.out: Path(a.out).write_text(text); print(f"wrote {a.out}")
+    else: print(text, end="")
     return 0
 
 # %% ../nbs/13_cli.ipynb #14524385
@@ -393,8 +410,8 @@ def cli_parser() -> argparse.ArgumentParser: # the `compstrength` command's pars
     pp.add_argument("--lora-rank", type=int, default=None,
                     help="up, vllm: serve LoRA adapters up to this rank, with sampled log-probs (the C-RL policy's sampler)")
     pp.add_argument("--threads", type=int, default=None, help="up: CPU threads per server (default: half the cores)")
-    pr = sub.add_parser("run", help="the main job: an experiment config -> results record and report")
-    pr.add_argument("config", nargs="?", default=None, help="experiment TOML (default: configs/default.toml)")
+    pr = sub.add_parser("run", help="the main job: a study config -> results record and report")
+    pr.add_argument("config", nargs="?", default=None, help="config TOML of any format (default: configs/study.toml)")
     how = pr.add_mutually_exclusive_group()  # a replay unless one of these
     how.add_argument("--live", action="store_true", help="recompute through the models (cached) instead of replaying")
     how.add_argument("--record", action="store_true", help="recompute and rewrite the config's recording")
@@ -407,6 +424,10 @@ def cli_parser() -> argparse.ArgumentParser: # the `compstrength` command's pars
     pst.add_argument("action", choices=["collect", "status"])
     pst.add_argument("config", nargs="?", default=None, help="study TOML (default: configs/study.toml)")
     pst.add_argument("--hours", type=float, default=None, help="collect: end after the batch that crosses this many hours")
+    pcf = sub.add_parser("config", help="check a config, or migrate a file of an earlier format to the study schema")
+    pcf.add_argument("action", choices=["check", "migrate"])
+    pcf.add_argument("file", help="config TOML")
+    pcf.add_argument("--out", default=None, help="migrate: write the new file here (default: print it)")
     pl = sub.add_parser("protocols", help="list the collaboration protocols and their declarations")
     pl.add_argument("--json", action="store_true", help="as JSON")
     ptk = sub.add_parser("tasks", help="list the tasks (MoCo's datasets too): kind, scoring rules, dev/test sizes")
@@ -457,7 +478,7 @@ def main(argv: list[str]|None = None, # the arguments (default: `sys.argv[1:]`)
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run `finally`/`__exit__`, stop owned servers
     try: return {"pool": cmd_pool, "run": cmd_run, "protocols": cmd_protocols, "tasks": cmd_tasks, "import-moco": cmd_import_moco, "attribute": cmd_attribute, "smoke": cmd_smoke,
-                "docs": cmd_docs, "study": cmd_study, "serve-trainer": cmd_serve_trainer, "vllm": cmd_vllm}[a.cmd](a)
+                "docs": cmd_docs, "study": cmd_study, "serve-trainer": cmd_serve_trainer, "vllm": cmd_vllm, "config": cmd_config}[a.cmd](a)
     except USER_ERRORS as e:  # bad input: a clear message, no traceback
         print(f"compstrength: error: {e}", file=sys.stderr)
         return 2

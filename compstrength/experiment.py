@@ -17,42 +17,24 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from .files import home_dir, project_root
 from .models import MODES, PROMPT_STYLES, ModelClient, ModelSpec
 from .local import MEMBERS, SERVERS, pool_specs
-from .tasks import TASKS, Task, load_task
+from .tasks import TASKS, Item, Task, load_task
 from .protocols import PROTOCOLS, Protocol, ProtocolError, available_protocols, get_protocol
 from .attribution import ESTIMATOR, attribute, coalition_label, mask_of
 from .game import CoalitionGame, item_values
 from .analysis import correlations_table, pairwise_table, summarize, values_table
 from .diagnostics import chance_level, chance_table, game_flags
 from .report import build_report
+from .config import REUSE_PROTOCOLS, StudyConfig, StudyError, config_key, load_study, players_from
 
 # %% auto #0
-__all__ = ['SETTING', 'VERDICT_RULE', 'RECORD_FILES', 'STUDY_FILES', 'ConfigError', 'players_from', 'PoolConfig', 'TaskConfig',
-           'ProtocolConfig', 'RunConfig', 'budgeted_evaluate', 'ExperimentConfig', 'load_config', 'recording_digest',
-           'experiment_games', 'dummy_members', 'duplicate_settings', 'protocol_row', 'protocol_table',
-           'budgeted_values_table', 'setting_record', 'run_experiment', 'headline', 'write_results']
+__all__ = ['SETTING', 'VERDICT_RULE', 'RECORD_FILES', 'STUDY_FILES', 'ConfigError', 'PoolConfig', 'item_order', 'TaskConfig',
+           'ProtocolConfig', 'RunConfig', 'budgeted_evaluate', 'ExperimentConfig', 'experiment_config', 'call_groups',
+           'load_config', 'recording_digest', 'experiment_games', 'dummy_members', 'duplicate_settings', 'protocol_row',
+           'protocol_table', 'budgeted_values_table', 'setting_record', 'run_experiment', 'headline', 'write_results']
 
 # %% ../nbs/08_experiment.ipynb #5997fbab
 class ConfigError(ValueError):
     "An experiment config that cannot run; the message names the file and the key."
-
-# %% ../nbs/08_experiment.ipynb #1fc50b6e
-def players_from(bases: Sequence[ModelSpec], # base members (the embedded pool's specs, or hosted models)
-                 styles: Sequence[str] = ("working", "direct"), # prompt styles, each a player per base member
-                 direct_max_tokens: int = 24, # completion cap of the "direct" players
-                ) -> list[ModelSpec]: # one player per (base, style), bases in order, styles within
-    "Players over base members: each base member once per prompt style (`working` keeps the member's name)."
-    bad = [s for s in styles if s not in PROMPT_STYLES]
-    if bad or not styles: raise ValueError(f"styles must be a non-empty list of {PROMPT_STYLES}, not {list(styles)}")
-    if len(set(styles)) != len(styles): raise ValueError(f"duplicate styles {list(styles)}")
-    out = []
-    for b in bases:
-        for st in styles:
-            if st == "working": out.append(dataclasses.replace(b, style="working"))
-            else: out.append(dataclasses.replace(b, name=f"{b.name}-{st}", style=st,
-                                                 max_tokens=min(b.max_tokens or direct_max_tokens, direct_max_tokens)))
-    names = [p.name for p in out]
-    if len(set(names)) != len(names): raise ValueError(f"duplicate player names {names}")
-    return out
 
 # %% ../nbs/08_experiment.ipynb #3aff55de
 class PoolConfig(BaseModel):
@@ -107,6 +89,15 @@ class PoolConfig(BaseModel):
             raise ValueError(f"bases {[b.name for b in bases]} are not the embedded members {self.embedded}, in order")
         return players_from(bases, self.styles, self.direct_max_tokens) + [ModelSpec(**m) for m in self.models]
 
+# %% ../nbs/08_experiment.ipynb #d92aa76b
+def item_order(task: Task, # the task's test split
+               seed: int = 0, # the study's seed
+              ) -> list[Item]: # every item, in the study's order
+    "The items in the study's fixed order: sorted by sha256 of the seed and the item id; a question with a left-out duplicate takes its first id's place."
+    by = {it.id: it for it in task.items}
+    ids = sorted([*by, *(d for d, k in task.duplicates.items() if k in by)], key=lambda i: hashlib.sha256(f"{seed}:{i}".encode()).hexdigest())
+    return [by[i] for i in dict.fromkeys(task.duplicates.get(i, i) for i in ids)]
+
 # %% ../nbs/08_experiment.ipynb #3d611efe
 class TaskConfig(BaseModel):
     "One `[[tasks]]` table."
@@ -115,6 +106,7 @@ class TaskConfig(BaseModel):
     split: str = "all" # "all", "dev" or "test"
     limit: int|None = Field(None, ge=1) # at most this many items (a seeded sample)
     seed: int = 0 # the sample's seed
+    order: Literal["sample", "study"] = "sample" # "sample": a seeded sample of `limit` items; "study": the first `limit` of `item_order` (a study's items)
 
     @field_validator("name")
     @classmethod
@@ -123,8 +115,10 @@ class TaskConfig(BaseModel):
         return v
 
     def load(self) -> Task:
-        "The task's items."
-        return load_task(self.name, split=self.split, limit=self.limit, seed=self.seed)
+        "The task's items: a seeded sample, or the first `limit` items of the study's order."
+        if self.order == "sample": return load_task(self.name, split=self.split, limit=self.limit, seed=self.seed)
+        full = load_task(self.name, split=self.split)
+        return Task(full.name, full.kind, item_order(full, self.seed)[:self.limit], full.source)
 
 # %% ../nbs/08_experiment.ipynb #2cda33a3
 class ProtocolConfig(BaseModel):
@@ -255,32 +249,77 @@ class ExperimentConfig(BaseModel):
         "The pool's name in the correlations table."
         return self.run.name or (Path(self.path).stem if self.path else "pool")
 
+# %% ../nbs/08_experiment.ipynb #c82788bb
+def experiment_config(cfg: StudyConfig, # the study
+                      pool: str, # one of its pools
+                      protocols: Sequence[str], # protocols that run on `pool` through the coalition games (a call per coalition)
+                      recording: str|None = None, # the recording their calls read and grow (default: the study's)
+                      tasks: Sequence[str]|None = None, # only these tasks (default: every task they run on)
+                     ) -> ExperimentConfig:
+    "The part of a study that calls the models per coalition, for one pool: an experiment of the protocols on their items."
+    e, only, tasks, tables = cfg.evaluation, tasks, {}, {}
+    runs = {p: [t for t in cfg.tasks if cfg.runs(p, t.name, pool) and not (p in REUSE_PROTOCOLS and t.adaptive) and (only is None or t.name in only)]
+            for p in protocols}
+    for p in protocols:
+        pe = cfg.protocols[p]
+        for t in runs[p]:
+            tc = (dict(name=t.name, split=t.split, limit=None if t.limit == "all" else t.limit, seed=t.seed) if not t.adaptive else
+                  dict(name=t.name, split="test", limit=pe.sample, seed=t.seed) if pe.sample else
+                  dict(name=t.name, split="test", limit=pe.items, seed=e.seed, order="study"))
+            if tasks.setdefault(t.name, tc) != tc:
+                raise StudyError(f"{cfg.path}: protocols {list(protocols)} read different items of {t.name} on pool {pool}: give them the same items or sample")
+    for p in protocols:
+        pe, tb = cfg.protocols[p], dict(cfg.protocols[p].params)
+        if pe.items and (pe.sample or any(not t.adaptive for t in runs[p])): tb["items"] = pe.items
+        if [t.name for t in runs[p]] != list(tasks): tb["tasks"] = [t.name for t in runs[p]]
+        if cfg.budget_of(p) is not None: tb["shapley_budget"] = cfg.budget_of(p)
+        if tb: tables[p] = tb
+    specs = {s.name: s for s in cfg.specs()}
+    run = dict(protocols=list(protocols), max_tokens=e.max_tokens, n_boot=e.n_boot, level=e.level, seed=e.seed, name=pool,
+               empty_value=e.empty_value, n_dev=e.n_dev, recording=recording or cfg.recording)
+    models = [{f.name: getattr(specs[n], f.name) for f in dataclasses.fields(ModelSpec)} for n in cfg.pools[pool]]
+    try: return ExperimentConfig.model_validate(dict(pool=dict(models=models), tasks=list(tasks.values()), run=run, protocols=tables, path=cfg.path))
+    except ValidationError as err: raise StudyError(f"{cfg.path}: pool {pool}: {err}") from None
+
+# %% ../nbs/08_experiment.ipynb #1dab2de5
+def call_groups(cfg: StudyConfig # the study
+               ) -> list[tuple[str, list[str], str, tuple]]: # (pool, protocols, recording, tasks)
+    "The study's experiments that call per coalition: per pool and recording, the protocols in the order written; a task collected in batches is an experiment of its own."
+    out = {}
+    for pool in cfg.pools:
+        for p, pe in cfg.protocols.items():
+            ts = [t for t in cfg.tasks if cfg.runs(p, t.name, pool) and not (p in REUSE_PROTOCOLS and t.adaptive)]
+            fixed = tuple(t.name for t in cfg.tasks if not t.adaptive) if any(not t.adaptive for t in ts) else ()  # one experiment of the fixed samples
+            for part in [fixed] + [(t.name,) for t in ts if t.adaptive]:
+                if part: out.setdefault((pool, pe.recording or cfg.recording, part), []).append(p)
+    return [(pool, ps, rec, part) for (pool, rec, part), ps in out.items()]
+
 # %% ../nbs/08_experiment.ipynb #ebfa8b35
 def _root() -> Path: return project_root() or Path.cwd()
-
-def _where(loc: tuple) -> str:
-    "A pydantic error location as a config key: `tasks[0].limit`."
-    out = ""
-    for x in loc:
-        out += f"[{x}]" if isinstance(x, int) else (f".{x}" if out else str(x))
-    return out
 
 # %% ../nbs/08_experiment.ipynb #95feb891
 def load_config(path: str|Path|None = None # a TOML file (default: configs/default.toml)
                ) -> ExperimentConfig:
-    "Read and validate an experiment config; a `ConfigError` names the file and the key."
+    "Read and validate an experiment: a study file whose one pool runs every protocol through the coalition games, or a file of the earlier `[pool]` format; a `ConfigError` names the file and the key."
     path = Path(path) if path else _root()/"configs"/"default.toml"
     if not path.exists(): raise ConfigError(f"no such config file: {path}")
     try: raw = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as e: raise ConfigError(f"{path}: not valid TOML ({e})") from None
     if "path" in raw: raise ConfigError(f"{path}: unknown key 'path'")
+    if "players" in raw:  # the study schema
+        try: cfg = load_study(path)
+        except StudyError as e: raise ConfigError(str(e)) from None
+        groups = call_groups(cfg)
+        if cfg.reuse_settings() or len(groups) != 1:
+            raise ConfigError(f"{path}: a study of {len(cfg.pools)} pool(s) whose settings are not one experiment; run it with `compstrength run` (`study.study_results`)")
+        return experiment_config(cfg, *groups[0])
     run = raw.setdefault("run", {})
     if isinstance(run, dict): run.setdefault("name", path.stem)
     try: return ExperimentConfig.model_validate({**raw, "path": str(path)})
     except ValidationError as e:
         msgs = []
         for err in e.errors():
-            where, msg = _where(err["loc"]), err["msg"].removeprefix("Value error, ")
+            where, msg = config_key(err["loc"]), err["msg"].removeprefix("Value error, ")
             if err["type"] == "extra_forbidden": msg = f"unknown key {where!r}"
             msgs.append(f"{where}: {msg}" if where and err["type"] != "extra_forbidden" else msg)
         raise ConfigError(f"{path}: " + "; ".join(msgs)) from None

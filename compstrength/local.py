@@ -19,9 +19,10 @@ from .files import MODEL_ARTIFACTS, fetch_model, home_dir, verified_sha256
 from .vllm_env import check_port, hf_model_dir, vllm_command, vllm_environ, vllm_flavour, vllm_python
 
 # %% auto #0
-__all__ = ['EMBEDDED_POOL', 'MEMBERS', 'LLAMA_VERSION', 'LLAMA_CMAKE_FLAGS', 'SERVERS', 'PoolMember', 'llama_server_dir',
-           'build_llama_server', 'free_port', 'healthy', 'Server', 'reusable', 'pool_state_file', 'read_state',
-           'stop_pid', 'LocalPool', 'pool_specs', 'pool_status', 'local_pool']
+__all__ = ['EMBEDDED_POOL', 'MEMBERS', 'LLAMA_VERSION', 'LLAMA_CMAKE_FLAGS', 'SERVERS', 'LLAMA_VARIANTS', 'PoolMember',
+           'cpu_flags', 'variant_supported', 'llama_server_dir', 'build_llama_server', 'free_port', 'healthy', 'Server',
+           'reusable', 'pool_state_file', 'read_state', 'stop_pid', 'LocalPool', 'pool_specs', 'pool_status',
+           'local_pool']
 
 # %% ../nbs/01_local.ipynb #f64f6659
 @dataclass(frozen=True)
@@ -52,10 +53,37 @@ LLAMA_CMAKE_FLAGS = ["-DGGML_NATIVE=OFF", "-DGGML_AVX=ON", "-DGGML_AVX2=ON", "-D
                      "-DGGML_AVX512=OFF", "-DGGML_AMX_TILE=OFF", "-DGGML_AMX_INT8=OFF"] if platform.machine() in ("x86_64", "AMD64") else []
 SERVERS = ("llama-cpp-python", "llama-server", "vllm")  # the servers a member can run on; the first is the default
 
+# %% ../nbs/01_local.ipynb #cf1a94ab
+_AVX512 = ["-DGGML_AVX512=ON", "-DGGML_AVX512_VBMI=ON", "-DGGML_AVX512_VNNI=ON", "-DGGML_AVX512_BF16=ON"]
+_AVX512_CPU = ("avx512f", "avx512bw", "avx512vl", "avx512vbmi", "avx512_vnni", "avx512_bf16")
+LLAMA_VARIANTS = {  # build name -> (CMake flags, the CPU flags its kernels need)
+    "portable": (LLAMA_CMAKE_FLAGS, ()),
+    "avx512": ([*LLAMA_CMAKE_FLAGS[:6], *_AVX512, "-DGGML_AMX_TILE=OFF", "-DGGML_AMX_INT8=OFF"], _AVX512_CPU),
+    "amx": ([*LLAMA_CMAKE_FLAGS[:6], *_AVX512, "-DGGML_AMX_TILE=ON", "-DGGML_AMX_INT8=ON", "-DGGML_AMX_BF16=ON"],
+            (*_AVX512_CPU, "amx_tile", "amx_int8", "amx_bf16")),
+} if LLAMA_CMAKE_FLAGS else {"portable": ([], ())}
+
+# %% ../nbs/01_local.ipynb #6fe7372e
+def cpu_flags() -> frozenset: # the CPU's feature flags (empty where /proc/cpuinfo is not there)
+    "The feature flags the CPU reports (Linux's /proc/cpuinfo)."
+    try: text = Path("/proc/cpuinfo").read_text()
+    except OSError: return frozenset()
+    line = next((l for l in text.splitlines() if l.startswith("flags")), "")
+    return frozenset(line.split(":", 1)[-1].split())
+
+# %% ../nbs/01_local.ipynb #75c165b6
+def variant_supported(variant: str # a name in `LLAMA_VARIANTS`
+                     ) -> bool:
+    "Whether this CPU reports every flag the build's kernels need."
+    if variant not in LLAMA_VARIANTS: raise ValueError(f"unknown llama.cpp build {variant!r}; builds: {list(LLAMA_VARIANTS)}")
+    return set(LLAMA_VARIANTS[variant][1]) <= cpu_flags()
+
 # %% ../nbs/01_local.ipynb #84612d3d
-def llama_server_dir() -> Path: # the folder that holds (or will hold) llama-server and its shared libraries
-    "Where `build_llama_server` installs llama-server for this llama.cpp version and these flags."
-    bid = hashlib.sha256(" ".join([LLAMA_VERSION, *LLAMA_CMAKE_FLAGS]).encode()).hexdigest()[:12]
+def llama_server_dir(variant: str = "portable" # a build of `LLAMA_VARIANTS`
+                    ) -> Path: # the folder that holds (or will hold) llama-server and its shared libraries
+    "Where `build_llama_server` installs llama-server for this llama.cpp version and this build's flags."
+    if variant not in LLAMA_VARIANTS: raise ValueError(f"unknown llama.cpp build {variant!r}; builds: {list(LLAMA_VARIANTS)}")
+    bid = hashlib.sha256(" ".join([LLAMA_VERSION, *LLAMA_VARIANTS[variant][0]]).encode()).hexdigest()[:12]
     return home_dir()/"build"/f"llama-server-{bid}"
 
 # %% ../nbs/01_local.ipynb #4c7a231b
@@ -71,12 +99,15 @@ def _build_tools(path: str|None = None) -> dict[str, str]:
     return found
 
 # %% ../nbs/01_local.ipynb #c135f4d1
-def build_llama_server(out: Path|None = None, # install folder (default: `llama_server_dir()`)
+def build_llama_server(out: Path|None = None, # install folder (default: `llama_server_dir(variant)`)
                        quiet: bool = False, # no progress messages
+                       variant: str = "portable", # which build of `LLAMA_VARIANTS`
                       ) -> Path: # the llama-server binary (its shared libraries beside it)
     "llama.cpp's own server, built once per machine from the llama.cpp source that llama-cpp-python's sdist vendors."
-    out = Path(out or llama_server_dir())
+    out = Path(out or llama_server_dir(variant))
     if (out/"llama-server").exists(): return out/"llama-server"
+    if not variant_supported(variant):
+        raise RuntimeError(f"the {variant} build of llama-server needs CPU flags {sorted(set(LLAMA_VARIANTS[variant][1]) - cpu_flags())} this CPU lacks")
     tools = _build_tools()
     say = (lambda m: None) if quiet else (lambda m: print(m, file=sys.stderr, flush=True))
     say(f"building llama-server from llama-cpp-python {LLAMA_VERSION}'s vendored llama.cpp into {out} "
@@ -96,7 +127,7 @@ def build_llama_server(out: Path|None = None, # install folder (default: `llama_
         say("  configuring (cmake)")
         run([tools["cmake"], "-S", str(src), "-B", str(build), "-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={tools['ninja']}",
              "-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_CURL=OFF", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF",
-             "-DLLAMA_BUILD_SERVER=ON", *LLAMA_CMAKE_FLAGS])
+             "-DLLAMA_BUILD_SERVER=ON", *LLAMA_VARIANTS[variant][0]])
         say(f"  compiling (log: {log})")
         run([tools["cmake"], "--build", str(build), "--target", "llama-server", f"-j{os.cpu_count() or 2}"])
         stage = Path(tmp)/"install"

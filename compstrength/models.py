@@ -68,6 +68,7 @@ class ModelSpec:
     style: str = "working"  # prompt style: "working" (the task's prompt) or "direct" (the final answer only)
     temperature: float|None = None  # the player's sampling temperature (None: the request's)
     max_tokens: int|None = None  # the player's completion cap (None: the request's; else the smaller of the two)
+    seed: int|None = None  # the player's sampling seed (None: the request's): sampled players of one model differ by it
 
     def __post_init__(self):
         if self.prompt_format not in PROMPT_FORMATS:
@@ -78,6 +79,8 @@ class ModelSpec:
         if self.temperature is not None and not 0 <= self.temperature <= 2:
             raise ValueError(f"{self.name}: temperature must be between 0 and 2, not {self.temperature!r}")
         if self.max_tokens is not None and self.max_tokens < 1: raise ValueError(f"{self.name}: max_tokens must be >= 1")
+        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0):
+            raise ValueError(f"{self.name}: seed must be a non-negative integer, not {self.seed!r}")
         validate_model_string(self.model)
 
     @property
@@ -153,8 +156,9 @@ def request_fields(spec: ModelSpec, # the pool member
                    stop: Sequence[str]|None = None, # stop sequences
                    logprobs: int|None = None, # top-k logprobs to return (0: token logprobs only), or None
                   ) -> dict: # everything that determines the response, and nothing else
-    "The fields a cached response is keyed by (the player's temperature and cap replace the request's)."
+    "The fields a cached response is keyed by (the player's temperature, cap and seed replace the request's)."
     if spec.temperature is not None: temperature = spec.temperature
+    if spec.seed is not None: seed = spec.seed
     if spec.max_tokens is not None: max_tokens = min(int(max_tokens), spec.max_tokens)
     greedy = float(temperature) == 0.0
     fmt = f"fewshot-v{FEWSHOT_VERSION}" if spec.prompt_format == "fewshot" else spec.prompt_format

@@ -18,8 +18,9 @@ from .analysis import correlations_table, verdict
 from .charts import correlation_heatmap, embed_chart, fmt_num, strength_scatter, vega_bundle
 
 # %% auto #0
-__all__ = ['COLUMN_NAMES', 'REPORT_CSS', 'inconclusive_reason', 'game_sentences', 'exchangeability_sentences',
-           'finding_sentences', 'finding', 'settings_table', 'readable_table', 'games_table', 'build_report']
+__all__ = ['COLUMN_NAMES', 'RULE_WORDS', 'POOL_COLUMN_NAMES', 'REPORT_CSS', 'inconclusive_reason', 'game_sentences',
+           'exchangeability_sentences', 'finding_sentences', 'finding', 'settings_table', 'readable_table',
+           'games_table', 'grid_sentences', 'spread_sentences', 'family_sentences', 'pools_section', 'build_report']
 
 # %% ../nbs/07b_report.ipynb #c3199977
 def _rule(level: float|None = None) -> dict:
@@ -39,6 +40,8 @@ def inconclusive_reason(row: pd.Series, # one individual-vs-Shapley row of the c
     if pd.isna(row.spearman): return "ρ undefined: a strength is the same for every player"
     if row.n_items < r["min_items"]: return f"{int(row.n_items)} items, fewer than {r['min_items']}"
     if pd.notna(share) and share > (1 - r["level"]) / 2: return f"ρ undefined in {share:.0%} of the resamples"
+    if "in_family" in row and not bool(row.in_family) and pd.notna(row.get("spearman_p")) and pd.notna(row.spearman_ci_high):
+        return f"outside Tarone's family, so it cannot translate, and the CI reaches {r['strong']}"
     if pd.isna(row.spearman_p_holm) or pd.isna(row.spearman_ci_low): return "no p-value or CI"
     if row.spearman_p_holm < r["alpha"]: return "significant, but the CI reaches 0"
     return f"not significant, and the CI reaches {r['strong']}"
@@ -50,6 +53,42 @@ def _count(x: int, k: int) -> str:
 
 def _plural(n: int, one: str, many: str|None = None) -> str:
     return f"{n} {one if n == 1 else (many or one + 's')}"
+
+# %% ../nbs/07b_report.ipynb #b47f6e2f
+def _pools(df: pd.DataFrame|None) -> list[str]:
+    "A table's pools, by name; [] without a `pool` column."
+    return sorted(map(str, pd.unique(df["pool"]))) if df is not None and "pool" in df else []
+
+def _keys(*tables) -> list[str]:
+    "The columns that name a setting across these tables: the pool (where every table has one), the protocol, the task."
+    return (["pool"] if all(t is not None and "pool" in t for t in tables) else []) + ["protocol", "task"]
+
+def _setting(row, multi: bool = False) -> str:
+    "A setting in words: protocol × task, then its pool where the record has several."
+    return f"{row.protocol} × {row.task}" + (f" ({row.pool})" if multi else "")
+
+def _lookup(protocols: pd.DataFrame, rows: pd.DataFrame, key: list[str]) -> pd.DataFrame:
+    "The protocol table's rows for these settings, in their order; a setting the table lacks is left out."
+    idx = protocols.set_index(key)
+    ks = [k for k in zip(*[rows[c] for c in key]) if k in idx.index]
+    return (idx.loc[ks] if ks else idx.iloc[:0]).reset_index()
+
+# %% ../nbs/07b_report.ipynb #14a8916e
+def _chance_groups(chance: pd.DataFrame, # `diagnostics.chance_table`: a row per (source, task, model); the source is the pool
+                  ) -> list[tuple[str, pd.DataFrame]]: # (where, in words; its rows, by player)
+    "The chance table per pool and task, and per item set where a pool answered a task on two samples; pools by name."
+    out = []
+    for s in (sorted(map(str, pd.unique(chance.source))) if "source" in chance else [None]):
+        cs = chance if s is None else chance[chance.source.astype(str) == s]
+        for t in pd.unique(cs.task):
+            ct = cs[cs.task == t]
+            sets = ([ct] if ct.model.is_unique or "items" not in ct else
+                    [ct[ct["items"] == n] for n in sorted(ct["items"].unique(), reverse=True)])
+            for g in sets:
+                size = _plural(int(g["items"].iloc[0]), "item") if len(sets) > 1 else ""
+                where = ", ".join(x for x in (s, size) if x)
+                out.append((f"{t} ({where})" if where else str(t), g.sort_values("model", kind="stable")))
+    return out
 
 # %% ../nbs/07b_report.ipynb #02b89c8d
 def _rng(x: pd.Series, d: int = 2) -> str:
@@ -63,12 +102,13 @@ def game_sentences(main: pd.DataFrame, # the tested individual-vs-Shapley rows o
                    chance: pd.DataFrame|None = None, # `diagnostics.chance_table`
                    level: float|None = None, # the CI level
                   ) -> list[str]: # sentences; none when the tables lack the flags
-    "What the games are: the gain over the best member, the best coalition, the upper bound, dictator games, players at chance."
-    out, pct = [], f"{_rule(level)['level']:.0%}"
-    pt = protocols.set_index(["protocol", "task"]) if protocols is not None and {"gain", "gain_ci_low", "gain_ci_high"} <= set(protocols.columns) else None
-    if pt is not None:
-        keys = [k for k in zip(main.protocol, main.task) if k in pt.index]
-        g = pt.loc[keys] if keys else pt.iloc[:0]
+    "What the games are: the gain over the best member, the best coalition, the upper bound, dictator games, players at chance per pool."
+    out, pct, multi = [], f"{_rule(level)['level']:.0%}", len(_pools(main)) > 1
+    if multi: main = main.sort_values("pool", kind="stable")  # pools by name, never in the record's order
+    has = protocols is not None and {"gain", "gain_ci_low", "gain_ci_high"} <= set(protocols.columns)
+    key, up = _keys(main, protocols), 0
+    if has:
+        g = _lookup(protocols, main, key)
         if len(g):
             k, up, down = len(g), int((g.gain_ci_low > 0).sum()), int((g.gain_ci_high < 0).sum())
             span = f"v(N) minus the best member's own accuracy is {_rng(g.gain)}"
@@ -77,37 +117,37 @@ def game_sentences(main: pd.DataFrame, # the tested individual-vs-Shapley rows o
                            f"lies below 0 in {_count(down, k)} of them (the system is worse than that member)"
                            + (" and reaches 0 in the rest." if down < k else "."))
             else:
-                who = ", ".join(f"{p} × {t}" for (p, t) in g.index[g.gain_ci_low > 0])
+                who = ", ".join(_setting(r, multi) for r in g[g.gain_ci_low > 0].itertuples())
                 out.append(f"The system beats its best member alone (paired {pct} CI above 0) in {_count(up, k)} of the {k} settings ({who}); "
                            f"{span}, and the CI lies below 0 in {_count(down, k)}.")
             if "best_coalition_gain" in g:
                 alone = int((g.best_coalition_gain.abs() <= 1e-12).sum())
-                top = g.best_coalition_gain.idxmax(); t = g.loc[top]
+                t = g.loc[g.best_coalition_gain.idxmax()]
                 ci = (f"; {pct} CI {fmt_num(t.best_coalition_gain_ci_low, 2)} to {fmt_num(t.best_coalition_gain_ci_high, 2)}, the maximum over "
                       f"every coalition on the same items, so biased upward") if "best_coalition_gain_ci_low" in g else ""
                 out.append(f"Over every coalition of every size, the best one is the best member alone in {_count(alone, k)} of the "
-                           f"{k} settings" + (f", and gains at most {fmt_num(t.best_coalition_gain, 2)} over it ({top[0]} × {top[1]}{ci})."
+                           f"{k} settings" + (f", and gains at most {fmt_num(t.best_coalition_gain, 2)} over it ({_setting(t, multi)}{ci})."
                                               if t.best_coalition_gain > 1e-12 else "."))
-        ub = [k for k in pt.index if k[0] in set(bounds)]
-        if ub:
-            b = pt.loc[ub]
-            out.append(f"The upper bound{'s' if len(set(b.index.get_level_values(0))) > 1 else ''} ({', '.join(sorted(set(b.index.get_level_values(0))))}), "
+        b = protocols[protocols.protocol.isin(list(bounds))]
+        if len(b):
+            names = sorted(set(b.protocol))
+            out.append(f"The upper bound{'s' if len(names) > 1 else ''} ({', '.join(names)}), "
                        f"which reads the gold answer, gains {_rng(b.gain)} over the best member: "
                        + ("the members' errors are complementary, and no tested protocol turns that into a gain."
                           if (b.gain_ci_low > 0).all() and up == 0 else "what a perfect choice of member would reach."))
     if "dictator" in main:
         d = main[main.dictator.fillna("").astype(str).str.len() > 0]
-        if len(d) and pt is not None and "dictator_why" in pt:
+        if len(d) and has and "dictator_why" in protocols:
+            why = _lookup(protocols, d, key).set_index(key).dictator_why
             out.append(f"{_count(len(d), len(main)).capitalize()} of the {len(main)} games {'is a dictator game' if len(d) == 1 else 'are dictator games'}: "
-                       + "; ".join(f"{r.protocol} × {r.task}, where {pt.loc[(r.protocol, r.task), 'dictator_why']}" for r in d.itertuples()) + ".")
+                       + "; ".join(f"{_setting(r, multi)}, where {why.loc[tuple(getattr(r, c) for c in key)]}" for r in d.itertuples()) + ".")
     if chance is not None and len(chance) and "guessing" in chance:
         parts = []
-        for key, ct in chance.groupby([c for c in ("source", "task") if c in chance], sort=False):
-            gs = ct[ct.guessing.astype(bool)]
+        for where, ct in _chance_groups(chance):
+            gs, n = ct[ct.guessing.astype(bool)], ct.model.nunique()
             if not len(gs): continue
-            where = f"{key[1]} ({key[0]})" if isinstance(key, tuple) else str(key)
             who = ", ".join(f"{r.model} ({fmt_num(r.accuracy, 3)}, {r.top_answer!s} {r.top_share:.0%})" for r in gs.itertuples())
-            parts.append(f"on {where}, {_count(len(gs), len(ct))} of the {len(ct)} players ({who})")
+            parts.append(f"on {where}, {_count(len(gs), n)} of the {n} players ({who})")
         if parts:
             out.append("Some players are at chance (the exact CI of their accuracy reaches chance) or give one answer to at least 80% of the "
                        "items (accuracy, then that answer and its share): " + "; ".join(parts)
@@ -117,18 +157,32 @@ def game_sentences(main: pd.DataFrame, # the tested individual-vs-Shapley rows o
 # %% ../nbs/07b_report.ipynb #bccb01cb
 def exchangeability_sentences(main: pd.DataFrame, # the tested individual-vs-Shapley rows of the correlations record
                               players: pd.DataFrame|None, # `study.player_table` (columns player, weights)
-                             ) -> list[str]: # one sentence, or none when no two players share weights
-    "What the exact p means when players share weights: the permutation null treats them as exchangeable, and they are not."
+                              chance: pd.DataFrame|None = None, # `diagnostics.chance_table`: its `source` (the pool) says who plays in which pool
+                             ) -> list[str]: # one sentence, or none when no two players of a pool share weights
+    "What the exact p means when a pool's players share weights: the permutation null treats them as exchangeable, and they are not."
     if players is None or not {"player", "weights"} <= set(players.columns) or not len(main): return []
-    sizes = players.groupby("weights").player.size()
-    if (sizes <= 1).all(): return []
-    k, n = len(sizes), len(players)
-    floor = fmt_num(2 / math.factorial(k), 3) if k >= 2 else "1"
-    return [f"The exact p-values treat the {n} players as exchangeable, which they are not: they are {k} sets of weights "
-            f"({', '.join(f'{w} × {c}' for w, c in sizes.items())}), and players that share weights tend to move together on both "
-            f"strengths. A small p says that individual strength ranks these {n} players as their Shapley values do; it does not say "
-            f"the same would hold for {n} independently trained models, and a test over the {k} models alone could not give p below "
-            f"2/{k}! = {floor}."]
+    weights = players.drop_duplicates("player").set_index("player").weights
+    pools = _pools(main)
+    if chance is not None and "source" in chance and pools and set(pools) <= set(map(str, chance.source)):  # each pool's own players
+        members = {p: [x for x in pd.unique(chance.model[chance.source.astype(str) == p]) if x in weights.index] for p in pools}
+    else: members = {None: list(weights.index)}  # who plays where is not known: every player, as one pool
+    sizes = {p: weights[ms].value_counts().sort_index() for p, ms in members.items() if len(ms)}
+    shared = {p: s for p, s in sizes.items() if (s > 1).any()}
+    if not shared: return []
+    def alone(k, its="the"):  # what a test over the distinct weights alone could reach
+        return (f"a test over {its} {k} models alone could not give p below 2/{k}! = {fmt_num(2 / math.factorial(k), 3)}" if k >= 2
+                else "no test over distinct models is possible with one set of weights")
+    def sets(s): return ", ".join(f"{w} × {c}" for w, c in s.items())
+    if len(sizes) == 1:
+        s = next(iter(shared.values())); k, n = len(s), int(s.sum())
+        return [f"The exact p-values treat the {n} players as exchangeable, which they are not: they are {_plural(k, 'set')} of weights "
+                f"({sets(s)}), and players that share weights tend to move together on both strengths. A small p says that individual "
+                f"strength ranks these {n} players as their Shapley values do; it does not say the same would hold for {n} independently "
+                f"trained models, and {alone(k)}."]
+    parts = [f"{p}, {int(s.sum())} players on {_plural(len(s), 'set')} of weights ({sets(s)}), where {alone(len(s), 'its')}" for p, s in shared.items()]
+    return ["The exact p-values treat each pool's players as exchangeable, which they are not where they share weights: " + "; ".join(parts)
+            + ". Players that share weights tend to move together on both strengths, so a small p says that individual strength ranks a pool's "
+            "players as their Shapley values do, not that the same would hold for as many independently trained models."]
 
 # %% ../nbs/07b_report.ipynb #8b78e8af
 def finding_sentences(correlations: pd.DataFrame, # the correlations record (`analysis.correlations_table`)
@@ -137,7 +191,7 @@ def finding_sentences(correlations: pd.DataFrame, # the correlations record (`an
                       chance: pd.DataFrame|None = None, # the players at chance (`diagnostics.chance_table`)
                       players: pd.DataFrame|None = None, # who the players are (`study.player_table`): which share weights
                      ) -> list[str]: # the sentences of the finding, the answer first
-    "The finding, sentence by sentence: verdict counts and rule, typical ρ and its CI, n, limits, what the games are, LOO vs Shapley."
+    "The finding, sentence by sentence: verdict counts and rule, typical ρ and its CI, n, limits, what the games are per pool, LOO vs Shapley."
     for col in ("x", "y", "protocol", "task", "verdict", "spearman", "spearman_ci_low", "spearman_ci_high", "n_models", "n_items"):
         if col not in correlations: raise ValueError(f"correlations lacks column {col!r}: build it with `analysis.correlations_table`")
     r = _rule(level); pct = f"{r['level']:.0%}"
@@ -145,7 +199,9 @@ def finding_sentences(correlations: pd.DataFrame, # the correlations record (`an
     main = c[(c.x == "individual") & (c.y == "shapley")]
     bounds = sorted(main.loc[main.verdict == "upper bound", "protocol"].unique())
     m = main[main.verdict != "upper bound"]
-    k = len(m)
+    k, pools = len(m), _pools(m)
+    multi, key = len(pools) > 1, _keys(m)  # a record of several pools names each setting with its pool
+    if multi: m = m.sort_values("pool", kind="stable")  # pools by name, never in the record's order
     left = (f"; the upper bound{'s' if len(bounds) > 1 else ''} {', '.join(bounds)}, which read{'' if len(bounds) > 1 else 's'} "
             f"the gold answer, {'are' if len(bounds) > 1 else 'is'} left out") if bounds else ""
     if k == 0: return [f"No setting was tested: every setting is an upper bound or the record is empty{left}."]
@@ -158,20 +214,28 @@ def finding_sentences(correlations: pd.DataFrame, # the correlations record (`an
         say = {"translates": f"individual strength translates {strength}", "does not translate": f"individual strength does not translate {strength}",
                "inconclusive": f"individual strength may or may not translate {strength}: the data cannot tell (inconclusive)",
                "dictator game": f"the game is a dictator game: {dictated}"}[r0.verdict]
-        out = [f"In the one setting tested ({r0.protocol} × {r0.task}{left}), {say}."]
+        out = [f"In the one setting tested ({_setting(r0, multi)}{left}), {say}."]
     else:
         dg = (f"; {_count(n[3], k)} {'is a dictator game' if n[3] == 1 else 'are dictator games'}, where {dictated}, "
               f"and {'it is' if n[3] == 1 else 'they are'} not counted as translating") if n[3] else ""
-        out = [f"Of the {k} settings tested (protocol × task{left}), individual strength translates {strength} in {_count(n[0], k)}, "
+        out = [f"Of the {k} settings tested ({'pool × ' if multi else ''}protocol × task{left}), individual strength translates {strength} in {_count(n[0], k)}, "
                f"does not translate in {_count(n[1], k)}, and is inconclusive in {_count(n[2], k)}{dg}."]
-    holm = f", after Holm's correction over the {k} settings" if k > 1 else ""
+    fam = int(m.in_family.astype(bool).sum()) if "in_family" in m else k  # Holm's family: every tested setting, unless Tarone's screen left some out
+    over = f" of the {len(pools)} pools together" if multi else ""  # one family over every pool's settings
+    tarone = c.attrs.get("rule", {}).get("family_rule") == "tarone"  # the rule travels with a table built in this session, not with its CSV
+    holm = (f", after Holm's correction within Tarone's family, which holds all {k} settings{over}" if tarone and k > 1 else
+            f", after Holm's correction over the {k} settings{over}" if k > 1 else "")
+    if fam < k:
+        one, of = (f", one over all {len(pools)} pools", f"of the {k} ") if multi else ("", "")
+        holm = (f", after Holm's correction within Tarone's family{one}: the {fam} {of}settings whose pools can reach such a p; "
+                f"the other {k - fam if k - fam > 1 else 'one'} cannot translate")
     out.append(f"A setting translates when Spearman's ρ between the two strengths across the pool is significant (exact permutation "
                f"test, p < {r['alpha']}{holm}) and its {pct} bootstrap CI over items lies above 0; it does not translate when the CI's "
                f"upper end is below {r['strong']}, which rules out a strong coupling; otherwise it is inconclusive, as it always is with "
                f"fewer than {r['min_items']} items or when more than {(1 - r['level']) / 2:.1%} of the resamples leave ρ undefined.")
     d = m[m.spearman.notna()]
-    pools = sorted(m.n_models.astype(int).unique()); items = m.n_items.astype(int)
-    who = (f"{pools[0]} players" if len(pools) == 1 else f"{pools[0]} to {pools[-1]} players") + " and " + (
+    sizes = sorted(m.n_models.astype(int).unique()); items = m.n_items.astype(int)
+    who = (f"{sizes[0]} players" if len(sizes) == 1 else f"{sizes[0]} to {sizes[-1]} players") + " and " + (
         _plural(int(items.iloc[0]), "item") if items.nunique() == 1 else f"{items.min()} to {items.max()} items (median {fmt_num(items.median(), 0)})")
     undefined = k - len(d)
     und = (f"; ρ is undefined in {_count(undefined, k)} of them, where a strength is the same for every player" if undefined and len(d)
@@ -180,7 +244,7 @@ def finding_sentences(correlations: pd.DataFrame, # the correlations record (`an
         out.append(f"ρ is undefined in every setting: in each, a strength is the same for every player. The settings rest on {who}.")
     elif len(d) == 1:
         r1 = d.iloc[0]
-        out.append(f"Where it is defined ({r1.protocol} × {r1.task}), ρ = {fmt_num(r1.spearman, 2)} "
+        out.append(f"Where it is defined ({_setting(r1, multi)}), ρ = {fmt_num(r1.spearman, 2)} "
                    f"({pct} CI {fmt_num(r1.spearman_ci_low, 2)} to {fmt_num(r1.spearman_ci_high, 2)}){und}; it rests on {who}.")
     else:
         rng = (f"; {_count(len(d), len(d))} are {fmt_num(d.spearman.iloc[0], 2)}" if d.spearman.nunique() == 1
@@ -191,13 +255,13 @@ def finding_sentences(correlations: pd.DataFrame, # the correlations record (`an
     limits = []
     np_ = int(m.n_models.max())
     if np_ >= 2:
-        floor = 2 / math.factorial(np_); holm_floor = min(1.0, k * floor)
+        floor = 2 / math.factorial(np_); holm_floor = min(1.0, fam * floor)
         if floor >= r["alpha"]:
             limits.append(f"with {np_} players the smallest p-value an exact test can give is 2/{np_}! = {fmt_num(floor, 3)}, not below "
                           f"{r['alpha']}, so no setting can be shown to translate, however many items it has")
         elif holm_floor >= r["alpha"]:
             limits.append(f"with {np_} players the smallest exact p-value is 2/{np_}! = {floor:.2g}, and after Holm's correction over "
-                          f"{k} settings at least {fmt_num(holm_floor, 3)}, so no setting can be shown to translate")
+                          f"{fam} settings at least {fmt_num(holm_floor, 3)}, so no setting can be shown to translate")
         elif "min_detectable" in m and pd.notna(m.min_detectable.min()):
             limits.append(f"with {np_} players ρ must reach {fmt_num(m.min_detectable.min(), 2)} to be significant even before Holm's "
                           f"correction over the settings")
@@ -213,19 +277,22 @@ def finding_sentences(correlations: pd.DataFrame, # the correlations record (`an
         kinds = [(why.str.contains("items, fewer").sum(), "too few items"),
                  (why.str.startswith("ρ undefined:").sum(), "a strength that is the same for every player"),
                  (why.str.contains("of the resamples").sum(), "too many resamples where ρ is undefined"),
-                 (why.str.contains("CI reaches").sum(), "a CI that settles neither way")]
+                 ((why.str.contains("CI reaches") & ~why.str.startswith("outside")).sum(), "a CI that settles neither way"),
+                 (why.str.startswith("outside").sum(), f"a pool outside Tarone's family and a CI that reaches {r['strong']}")]
         parts = [f"{_count(int(x), n[2])} {'has' if x == 1 else 'have'} {w}" for x, w in kinds if x]
         if n[2] == 1 and parts: out.append(f"The inconclusive setting {parts[0].split(' ', 1)[1]}.")
         elif parts: out.append(f"Of the {n[2]} inconclusive settings, " + (", ".join(parts[:-1]) + " and " if len(parts) > 1 else "") + parts[-1] + ".")
     out += game_sentences(m, protocols, bounds, chance, level)
     if protocols is not None and {"duplicate_of", "dummies"} <= set(protocols.columns):
-        pt = protocols[protocols.protocol.isin(m.protocol) & ~protocols.protocol.isin(bounds)]
+        pt = _lookup(protocols, m, _keys(m, protocols))  # the tested settings' rows, by pool too
         dup = int(pt.duplicate_of.fillna("").astype(str).str.len().gt(0).sum()); dum = int(pt.dummies.fillna("").astype(str).str.len().gt(0).sum())
         notes = ([f"{_count(dup, k)} repeat another protocol's per-item outcomes exactly" ] if dup else []) + (
                  [f"{_count(dum, k)} have a dummy player, whose Shapley and LOO values are 0 by construction"] if dum else [])
         if notes: out.append(f"Not all of the {k} settings are independent evidence: " + "; ".join(notes) + " (see the table).")
-    out += exchangeability_sentences(m, players)
-    ls = c[(c.x == "loo") & (c.y == "shapley") & c.protocol.isin(m.protocol)]
+    out += exchangeability_sentences(m, players, chance)
+    tested = set(zip(*[m[x] for x in key]))
+    ls = c[(c.x == "loo") & (c.y == "shapley")]
+    ls = ls[[t in tested for t in zip(*[ls[x] for x in key])]]  # the LOO rows of the tested settings, keyed by pool too
     ld = ls[ls.spearman.notna()]
     zero = int(m.loo_all_zero.astype(bool).sum()) if "loo_all_zero" in m else 0
     zs = f"; in {_count(zero, k)} of the {k} settings LOO is 0 for every player and ranks nobody" if zero else ""
@@ -254,21 +321,37 @@ def finding(correlations: pd.DataFrame, # the correlations record (`analysis.cor
     return " ".join(finding_sentences(correlations, protocols, level, chance, players))
 
 # %% ../nbs/07b_report.ipynb #b5d297b5
+def _holm_words(correlations: pd.DataFrame, alpha: float|None = None) -> str:
+    "Which settings Holm's correction ran over, in words: every tested one, or Tarone's family (m of N), across the pools together."
+    c = correlations
+    m = c[(c.x == "individual") & (c.y == "shapley") & (c.verdict != "upper bound")]
+    k, pools = len(m), _pools(m)
+    over = f" of the {len(pools)} pools together" if len(pools) > 1 else ""
+    fam = int(m.in_family.astype(bool).sum()) if "in_family" in m else k
+    if fam < k: return (f"within Tarone's family{f', one over all {len(pools)} pools' if len(pools) > 1 else ''}: the {fam} of the {k} tested "
+                        f"settings whose pools can reach p < {alpha if alpha is not None else _rule()['alpha']} (a dash outside it)")
+    if c.attrs.get("rule", {}).get("family_rule") == "tarone": return f"within Tarone's family, which holds all {k} tested settings{over}"
+    return f"over the tested settings{over}"
+
+#| export
 def settings_table(correlations: pd.DataFrame, # the correlations record
                    protocols: pd.DataFrame|None = None, # the protocol table: duplicates and dummies in the note
                    level: float|None = None, # the CI level (default: `analysis.verdict`'s)
-                  ) -> pd.DataFrame: # one row per setting, numbers as text
-    "Setting → players, items, Spearman ρ [CI], exact p (Holm), verdict and a note: the paper-style table."
+                  ) -> pd.DataFrame: # one row per setting, numbers as text; a first column `pool` where the record has several
+    "Setting → (pool,) players, items, Spearman ρ [CI], exact p (Holm), verdict and a note: the paper-style table."
     r = _rule(level)
     c = correlations[(correlations.x == "individual") & (correlations.y == "shapley")].copy()
+    multi = len(_pools(c)) > 1
     c["_bound"] = c.verdict == "upper bound"
-    c = c.sort_values("_bound", kind="stable")
-    pt = protocols.set_index(["protocol", "task"]) if protocols is not None and len(protocols) else None
+    c = c.sort_values(["_bound"] + (["pool"] if multi else []), kind="stable")  # upper bounds last; several pools: each pool's rows together
+    key = _keys(c, protocols)
+    pt = protocols.set_index(key) if protocols is not None and len(protocols) else None
     rows = []
     for _, x in c.iterrows():
         note = [inconclusive_reason(x, r["level"])]
-        if pt is not None and (x.protocol, x.task) in pt.index:
-            p = pt.loc[(x.protocol, x.task)]
+        at = tuple(x[k] for k in key)
+        if pt is not None and at in pt.index:
+            p = pt.loc[at]
             if isinstance(p.get("duplicate_of"), str) and p.duplicate_of: note.append("same outcomes as " + p.duplicate_of.replace(";", ", "))
             if isinstance(p.get("dummies"), str) and p.dummies: note.append("dummy: " + p.dummies.replace(";", ", "))
             if isinstance(p.get("dictator_why"), str) and p.dictator_why and isinstance(p.get("dictator"), str) and p.dictator:
@@ -276,8 +359,11 @@ def settings_table(correlations: pd.DataFrame, # the correlations record
             if pd.notna(p.get("n_at_chance")) and p.n_at_chance: note.append(f"{int(p.n_at_chance)} of {int(x.n_models)} players at chance")
             if pd.notna(p.get("gain_ci_low")) and not x._bound:
                 note.append(f"v(N) − best member {fmt_num(p.gain, 2)} [{fmt_num(p.gain_ci_low, 2)}, {fmt_num(p.gain_ci_high, 2)}]")
+        if "in_family" in x and not bool(x.in_family) and not x._bound and not note[0].startswith("outside"):
+            note.insert(1, "outside Tarone's family: no Holm p, so it cannot translate")
         if x._bound: note.insert(0, "reads the gold answer; not tested")
-        rows.append({"family": x.family, "protocol": x.protocol, "task": x.task, "players": int(x.n_models), "items": int(x.n_items),
+        rows.append({**({"pool": x.pool} if multi else {}), "family": x.family, "protocol": x.protocol, "task": x.task,
+                     "players": int(x.n_models), "items": int(x.n_items),
                      f"Spearman ρ [{r['level']:.0%} CI]": "undefined" if pd.isna(x.spearman) else
                          f"{fmt_num(x.spearman, 2)} [{fmt_num(x.spearman_ci_low, 2)}, {fmt_num(x.spearman_ci_high, 2)}]",
                      "exact p (Holm)": f"{fmt_num(x.spearman_p, 3)} ({fmt_num(x.spearman_p_holm, 3)})" if pd.notna(x.spearman_p) else "—",
@@ -294,7 +380,7 @@ COLUMN_NAMES = dict(
     spearman_degenerate="resamples with ρ undefined", loo_all_zero="LOO 0 for all", verdict="verdict", upper_bound="upper bound",
     items="items", best_individual="best member alone", best_individual_member="best member", gain="v(N) − best member",
     best_singleton="best singleton v({i})", best_singleton_member="best singleton", beats_best="beats its best member",
-    best_coalition="best coalition", best_coalition_size="its size", best_coalition_value="its v(S)", best_coalition_gain="best coalition − best member",
+    best_coalition="best coalition", best_coalition_size="its size", best_coalition_value="its v(S)", best_coalition_gain="best coalition − best member", dictator_games="dictator games",
     dictator="dictator", dictator_candidate="closest to a dictator", dictator_fixed_share="coalitions it fixes", dictator_r2="v(S) variance it explains",
     dictator_why="why", n_at_chance="players at chance", players_at_chance="at chance", calls_per_item="calls per item",
     source="source", correct="right", chance="chance", top_answer="most frequent answer", top_share="its share", at_chance="CI reaches chance",
@@ -333,13 +419,88 @@ def readable_table(df: pd.DataFrame, # a table of the results record
 
 # %% ../nbs/07b_report.ipynb #463df4b0
 def games_table(protocols: pd.DataFrame # the protocol table with the flags (`diagnostics.game_flags` columns)
-               ) -> pd.DataFrame: # text cells, readable names
+               ) -> pd.DataFrame: # text cells, readable names; the pool first where the table has several
     "Per setting: v(N), the best member and the gain over it [CI], the best coalition's gain [CI], the dictator check, the players at chance."
-    pt = protocols.assign(_b=protocols.upper_bound.astype(bool)).sort_values("_b", kind="stable")
+    multi = len(_pools(protocols)) > 1
+    pt = protocols.assign(_b=protocols.upper_bound.astype(bool)).sort_values(["_b"] + (["pool"] if multi else []), kind="stable")
     pt = pt.assign(dictator=[(f"{d} ({w})" if isinstance(d, str) and d else "no") for d, w in zip(pt.dictator, pt.get("dictator_why", ""))],
                    protocol=[p + (" (upper bound)" if b else "") for p, b in zip(pt.protocol, pt._b)])
-    return readable_table(pt, [x for x in ("protocol", "task", "items", "v_N", "best_individual", "best_individual_member", "gain", "beats_best",
-                                            "best_coalition_gain", "best_coalition", "dictator", "n_at_chance") if x in pt])
+    return readable_table(pt, (["pool"] if multi else []) + [x for x in ("protocol", "task", "items", "v_N", "best_individual", "best_individual_member",
+                                                                       "gain", "beats_best", "best_coalition_gain", "best_coalition", "dictator",
+                                                                       "n_at_chance") if x in pt])
+
+# %% ../nbs/07b_report.ipynb #ae0d9e0e
+def grid_sentences(grid: pd.DataFrame, # `analysis.grid_table`
+                   alpha: float|None = None, # the significance level (default: `analysis.correlations_table`'s)
+                  ) -> list[str]: # the count first, then per pool, then the rule
+    "The pools × families table in words: the verdicts over everything, the settings that translate per pool, and the rule that made them."
+    alpha = alpha if alpha is not None else _rule()["alpha"]
+    a = grid[(grid.pool == "all") & (grid.family == "all")]
+    if not len(a) or not int(a.settings.iloc[0]): return ["No setting was tested."]
+    a, pools = a.iloc[0], grid[(grid.family == "all") & (grid.pool != "all")]
+    k, fams = int(a.settings), sorted(set(grid.family) - {"all"})
+    n = [int(a[c]) for c in ("translates", "does_not_translate", "inconclusive", "dictator_games")]
+    dg = f"; {_count(n[3], k)} {'is a dictator game' if n[3] == 1 else 'are dictator games'}" if n[3] else ""
+    out = [f"Over {_plural(len(pools), 'pool')}, {_plural(len(fams), 'protocol family', 'protocol families')} and {_plural(int(a.tasks), 'task')} "
+           f"({_plural(k, 'setting')} tested), individual strength translates into compositional strength in {_count(n[0], k)}, "
+           f"does not translate in {_count(n[1], k)} and is inconclusive in {_count(n[2], k)}{dg}."]
+    if len(pools) > 1:
+        out.append("Per pool, the settings that translate: " + "; ".join(f"{p.pool}, {int(p.translates)} of {int(p.settings)}" for p in pools.itertuples()) + ".")
+    outside = int(a.outside_family)
+    if not outside: out.append(f"The verdicts use Holm's correction over all {k} tested settings; no setting falls outside the family.")
+    else:
+        rest = ("the other setting, whose pool has too few players for that, cannot translate; its verdict only says whether its CI rules out"
+                if outside == 1 else f"the other {outside}, whose pools have too few players for that, cannot translate; their verdicts only say "
+                                     f"whether their CIs rule out")
+        out.append(f"The verdicts use Holm's correction within Tarone's family: the {k - outside} settings whose pools can reach p < {alpha} with "
+                   f"the exact test even after the correction; {rest} a strong coupling.")
+    return out
+
+# %% ../nbs/07b_report.ipynb #a3b78184
+def spread_sentences(spread: pd.DataFrame, # `analysis.spread_table`, one row per pool
+                    ) -> list[str]: # a sentence per pool, the pools compared, and what a pool of shared weights shows
+    "How far apart each pool's players are in individual strength, beside how that strength couples to Shapley, in words."
+    out = []
+    for p in spread.itertuples():
+        rng = _rng(pd.Series([p.individual_range_min, p.individual_range_max]))
+        rng = f"; {rng} over the tasks" if " to " in rng else ""  # one task, or every task alike: no range to give
+        out.append(f"In pool {p.pool}, the {p.players} players' individual strengths span {fmt_num(p.individual_range_median, 2)} on a typical task "
+                   f"(best minus worst, the median over {_plural(int(p.tasks), 'task')}{rng}; median SD {fmt_num(p.individual_sd_median, 2)}), and the "
+                   f"median Spearman ρ between individual strength and Shapley value is {fmt_num(p.spearman_median, 2)} over "
+                   f"{_plural(int(p.settings), 'setting')}, {_count(int(p.translates), int(p.settings))} of which "
+                   f"{'translates' if p.translates == 1 else 'translate'}.")
+    d = spread[spread.individual_range_median.notna() & spread.spearman_median.notna()]
+    if len(d) > 1:
+        lo, hi = d.loc[d.individual_range_median.idxmin()], d.loc[d.individual_range_median.idxmax()]
+        if fmt_num(lo.individual_range_median, 2) != fmt_num(hi.individual_range_median, 2):
+            a, b = round(float(lo.spearman_median), 2) + 0.0, round(float(hi.spearman_median), 2) + 0.0  # compared as printed
+            rel = "above" if b > a else "below" if b < a else "the same as"
+            out.append(f"Where the players are farthest apart (pool {hi.pool}, median spread {fmt_num(hi.individual_range_median, 2)}), the median ρ "
+                       f"is {fmt_num(b, 2)}, {rel} the {fmt_num(a, 2)} of pool {lo.pool}, whose players are closest (median spread "
+                       f"{fmt_num(lo.individual_range_median, 2)}): a comparison of {len(d)} pools, not a test.")
+    out.append("Where a pool's players share weights (one model under several prompt styles or decodings), they are not independent models: "
+               "such a pool shows whether individual strength ranks these players as their Shapley values do, not whether it would for "
+               "independently trained models, and pools that share weights are not independent replications of one another.")
+    return out
+
+# %% ../nbs/07b_report.ipynb #1ab377ac
+RULE_WORDS = {"tarone": "Holm within Tarone's family", "all settings": "Holm over all settings", "per pool": "Holm within each pool",
+              "none": "no correction"}  # `analysis.family_sensitivity`'s rules, in words
+
+def family_sentences(family: pd.DataFrame, # `analysis.family_sensitivity`
+                    ) -> list[str]: # the counts under each family, whether they agree, and which rule made the table's verdicts
+    "How the count of settings that translate depends on the family Holm's correction covers, in words."
+    if not len(family): return []
+    f = family.set_index("rule"); k = int(f.settings.iloc[0])
+    t = {r: int(f.translates[r]) for r in f.index}
+    out = [f"Individual strength translates in {t['tarone']} of the {k} settings with Holm's correction within Tarone's family, in "
+           f"{t['all settings']} with Holm over all settings, in {t['per pool']} with each pool its own family, and in {t['none']} with no correction."]
+    adj = [t[r] for r in ("tarone", "all settings", "per pool")]
+    out.append("The three corrections agree on the count." if len(set(adj)) == 1 else f"Among the three corrections the count moves from {min(adj)} to {max(adj)}.")
+    made = [RULE_WORDS[r] for r in f.index if bool(f.as_in_table[r])]
+    if made: out.append("The table's verdicts are the ones " + (", ".join(made[:-1]) + " and " if len(made) > 1 else "") + made[-1]
+                        + (" gives." if len(made) == 1 else " give."))
+    return out
 
 # %% ../nbs/07b_report.ipynb #1d9171f1
 def _html_table(df: pd.DataFrame, cls: str = "") -> str:
@@ -350,6 +511,32 @@ def _html_table(df: pd.DataFrame, cls: str = "") -> str:
         f'<td class="v-{esc(v).replace(" ", "-")}">{esc(v)}</td>' if c == "verdict" else f"<td>{esc(v)}</td>"
         for c, v in zip(df.columns, row)) + "</tr>" for row in df.itertuples(index=False))
     return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+# %% ../nbs/07b_report.ipynb #c1fe4775
+POOL_COLUMN_NAMES = dict(dictator_games="dictator games", outside_family="outside Holm's family", mean_spearman="mean Spearman ρ",
+                         individual_range_median="spread of individual strength (median over tasks)", individual_range_min="narrowest task",
+                         individual_range_max="widest task", individual_sd_median="SD of individual strength (median over tasks)",
+                         spearman_median="median Spearman ρ", rule="Holm's family", holm_over="what it covers", in_family="in the family",
+                         as_in_table="gives the table's verdicts")  # the lead tables' columns → their names in the report
+
+def pools_section(res: dict, # the results, with `grid`, `spread` and `family` (`analysis.grid_table`, `spread_table`, `family_sensitivity`)
+                  alpha: float|None = None, # the significance level (default: `analysis.correlations_table`'s)
+                 ) -> str: # the section's HTML; "" unless all three tables are there
+    "The report's lead section for a study of pools: the pools × families table, the spread beside the coupling, the sensitivity to Holm's family."
+    tabs = [res.get(k) for k in ("grid", "spread", "family")]
+    if not all(isinstance(t, pd.DataFrame) for t in tabs): return ""
+    grid, spread, family = tabs
+    esc, gs = html.escape, grid_sentences(grid, alpha)
+    def table(df, cls): return _html_table(readable_table(df.rename(columns=POOL_COLUMN_NAMES)), cls)
+    return ('<section id="pools"><h2>Pools × protocol families</h2>'
+            f'<p class="finding"><b>{esc(gs[0])}</b> {esc(" ".join(gs[1:]))}</p>'
+            '<p class="caption">Per pool and protocol family, over the tasks: the settings tested (upper bounds left out) and their verdicts, '
+            "how many of them lie outside Holm's family (counted among the verdicts too), the tasks they cover and the mean Spearman ρ; "
+            f'a row "all" per pool, and one over everything.</p>{table(grid, "grid")}'
+            f'<h3>Spread of individual strength beside its coupling</h3><p class="caption">{esc(" ".join(spread_sentences(spread)))}</p>'
+            f'{table(spread, "spread")}'
+            f"<h3>How the counts depend on Holm's family</h3><p class=\"caption\">{esc(' '.join(family_sentences(family)))}</p>"
+            f'{table(family, "family")}</section>')
 
 # %% ../nbs/07b_report.ipynb #52d67874
 REPORT_CSS = """
@@ -372,15 +559,19 @@ footer { margin-top: 36px; border-top: 1px solid #ddd; padding-top: 8px; }
 """ # the report's style sheet, inlined
 
 def _items_line(res: dict) -> str:
-    "A study's test items per task and its state, for the report's header ('' for an experiment)."
+    "A study's test items per task and its state, per pool where it has several, for the report's header ('' for an experiment)."
     st = res.get("stopping")
     if not isinstance(st, pd.DataFrame) or not len(st): return ""
-    return " Test items per task: " + ", ".join(f"{r.task} {r.items} ({r.state})" for r in st.itertuples()) + "."
+    def tasks(d): return ", ".join(f"{r.task} {r.items} ({r.state})" for r in d.itertuples())
+    pools = _pools(st)
+    if len(pools) < 2: return " Test items per task: " + tasks(st) + "."
+    return " Test items per pool and task: " + "; ".join(f"{p}: {tasks(st[st.pool.astype(str) == p])}" for p in pools) + "."
 
 def build_report(res: dict, # from `experiment.run_experiment`: values, correlations, summary, protocols, pairwise, requests, model_calls, seconds
                  level: float|None = None, # the CI level of the run (default: `res["level"]`, else `analysis.verdict`'s)
                 ) -> str: # a self-contained HTML page
-    "The report as one offline HTML page: the finding, the table of settings, the charts, the detailed tables, the run's facts."
+    "The report as one offline HTML page: (a study's pools × families table,) the finding, the table of settings, the charts, the detailed tables, the run's facts."
+    # several pools: each setting is named with its pool, and every table that lists settings gets a pool column
     need = ("values", "correlations", "summary", "protocols", "pairwise")
     if missing := [k for k in need if k not in res]: raise ValueError(f"res lacks {missing}: pass what `run_experiment` returns")
     level = level if level is not None else res.get("level")
@@ -390,15 +581,24 @@ def build_report(res: dict, # from `experiment.run_experiment`: values, correlat
     sents = finding_sentences(c, pt, r["level"], res.get("chance"), res.get("players"))
     esc = html.escape
     players = list(pd.unique(v.model)); tasks = list(pd.unique(v.task)); protos = list(pd.unique(v.protocol))
-    pool = ", ".join(map(str, pd.unique(c.pool))) if "pool" in c and len(c) else "pool"
+    pool = ", ".join(_pools(c)) if "pool" in c and len(c) else "pool"
+    P = ["pool"] if len(_pools(c)) > 1 else []  # the first column of every table of settings, where there are several pools
+    if len(vp := _pools(v)) > 1:
+        who = "; ".join(f"{p}, {len(ms)} players ({', '.join(map(str, ms))})" for p in vp for ms in [list(pd.unique(v.model[v.pool.astype(str) == p]))])
+        head = f"{len(vp)} pools, {len(players)} players in all: {who}"
+    else: head = f"Pool {pool}: {len(players)} players ({', '.join(map(str, players))})"
     tested_v, tested_c = v[~v.protocol.isin(bounds)], c[~c.protocol.isin(bounds)]
+    sv, sc = tested_v, c
+    if len(vp) > 1 and "pool" in c:  # a panel per setting of each pool, its pool in the title
+        sv = tested_v.assign(protocol=tested_v.pool.astype(str) + ": " + tested_v.protocol.astype(str)).sort_values("pool", kind="stable")
+        sc = c.assign(protocol=c.pool.astype(str) + ": " + c.protocol.astype(str))
     charts = []
     if len(tested_v):
         charts.append(("Individual vs compositional strength, setting by setting",
                        f"One panel per setting (upper bounds left out), one point per player: its own accuracy (x) against its Shapley value "
                        f"in the system (y), with {pct} bootstrap CIs as error bars both ways; the title gives Spearman ρ and its CI. Points above "
                        f"the dashed diagonal add more to the system than they score alone.",
-                       embed_chart(strength_scatter(tested_v, c, columns=3, width=210, height=170).configure_title(fontSize=12), "chart-scatter")))
+                       embed_chart(strength_scatter(sv, sc, columns=3, width=210, height=170).configure_title(fontSize=12), "chart-scatter")))
     if len(tested_c[(tested_c.x == "individual") & (tested_c.y == "shapley")]):
         charts.append(("Spearman ρ per protocol and task",
                        f"Individual strength against Shapley value; each cell gives ρ and, under it, its {pct} CI. Hover for the exact and "
@@ -410,23 +610,23 @@ def build_report(res: dict, # from `experiment.run_experiment`: values, correlat
          readable_table(res["summary"])),
         ("Correlation statistics per setting", "Individual strength vs Shapley: Spearman and Kendall with bootstrap CIs, exact and "
          "Holm-adjusted p-values, the smallest ρ this pool could show significant, v(N) and its CI half-width.",
-         readable_table(main, [x for x in ("protocol", "task", "n_models", "n_items", "spearman", "spearman_ci_method", "spearman_p", "spearman_p_holm", "kendall",
+         readable_table(main, [x for x in (*P, "protocol", "task", "n_models", "n_items", "spearman", "spearman_ci_method", "spearman_p", "spearman_p_holm", "kendall",
                                             "kendall_p", "min_detectable", "spearman_degenerate", "v_N", "v_N_halfwidth",
                                             "shapley_halfwidth_max", "verdict") if x in main])),
         ("Protocols", "Per setting: the system's accuracy v(N), the best member alone (its own accuracy) and the gain over it, the best "
          "singleton v({i}) of the protocol, model calls per item; settings with identical per-item outcomes and dummy players (no effect on "
          "any coalition) are named.",
-         readable_table(pt, [x for x in ("protocol", "family", "upper_bound", "task", "items", "v_N", "best_individual", "best_individual_member",
+         readable_table(pt, [x for x in (*P, "protocol", "family", "upper_bound", "task", "items", "v_N", "best_individual", "best_individual_member",
                                           "gain", "best_singleton", "best_singleton_member", "calls_per_item", "duplicate_of", "dummies") if x in pt])),
         ("Values per member", f"Each member's strengths per setting, with {pct} bootstrap CIs over items.",
-         readable_table(v, [x for x in ("protocol", "task", "model", "individual", "singleton", "shapley", "shapley_rank", "shapley_rank_kept",
+         readable_table(v, [x for x in (*P, "protocol", "task", "model", "individual", "singleton", "shapley", "shapley_rank", "shapley_rank_kept",
                                          "loo", "banzhaf", "n_items") if x in v])),
         ("Pairwise differences of Shapley values", "Which members the data tell apart: the difference with a paired bootstrap CI; "
          "separated when the CI excludes 0.",
-         readable_table(res["pairwise"], [x for x in ("protocol", "task", "model_i", "model_j", "diff", "p_i_above_j", "separated")
+         readable_table(res["pairwise"], [x for x in (*P, "protocol", "task", "model_i", "model_j", "diff", "p_i_above_j", "separated")
                                           if x in res["pairwise"]], ci_of="diff")),
         ("Every rank correlation", "All pairs of strengths: individual vs Shapley, individual vs LOO, LOO vs Shapley.",
-         readable_table(c, [x for x in ("protocol", "task", "x", "y", "n_models", "n_items", "spearman", "spearman_p", "spearman_p_holm",
+         readable_table(c, [x for x in (*P, "protocol", "task", "x", "y", "n_models", "n_items", "spearman", "spearman_p", "spearman_p_holm",
                                          "kendall", "loo_all_zero", "verdict") if x in c])),
     ]
     if isinstance(res.get("players"), pd.DataFrame) and len(res["players"]):  # a study: who the players are, how distinct, where it stopped
@@ -438,7 +638,7 @@ def build_report(res: dict, # from `experiment.run_experiment`: values, correlat
                           f"with its {pct} Wilson CI. A pool of near-copies would show agreement near 1.",
                           readable_table(ag.rename(columns={"a": "player a", "b": "player b", "agree": "agreement"}).assign(
                               agreement_ci_low=ag.ci_low, agreement_ci_high=ag.ci_high).drop(columns=["ci_low", "ci_high"]),
-                              ["task", "player a", "player b", "items", "agreement"])))
+                              ["pool"] * (len(_pools(ag)) > 1) + ["task", "player a", "player b", "items", "agreement"])))
         ch = res.get("chance")
         if isinstance(ch, pd.DataFrame) and len(ch):
             study.append(("Players at chance", f"Each player's accuracy on each task with its exact {pct} CI, chance for the task's format, its "
@@ -450,7 +650,7 @@ def build_report(res: dict, # from `experiment.run_experiment`: values, correlat
         if isinstance(st, pd.DataFrame) and len(st):
             study.append(("Where each task stopped, and why", "Adaptive evaluation: seeded batches of test items are added to a task until every "
                           "player's Shapley CI half-width reaches the target in every protocol, or the cap.",
-                          readable_table(st, ["task", "items", "cap", "state", "why", "widest_halfwidth", "widest"])))
+                          readable_table(st, ["pool"] * (len(_pools(st)) > 1) + ["task", "items", "cap", "state", "why", "widest_halfwidth", "widest"])))
         details = study + details
     facts = []
     if "requests" in res: facts.append(f"{res['requests']} requests")
@@ -459,12 +659,12 @@ def build_report(res: dict, # from `experiment.run_experiment`: values, correlat
     made = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     body = [
         f'<header><h1>Does individual strength translate into compositional strength?</h1>'
-        f'<p class="sub">Pool {esc(pool)}: {len(players)} players ({esc(", ".join(map(str, players)))}); '
-        f'tasks: {esc(", ".join(map(str, tasks)))}; {len(protos)} protocols.{esc(_items_line(res))}</p></header>',
+        f'<p class="sub">{esc(head)}; tasks: {esc(", ".join(map(str, tasks)))}; {len(protos)} protocols.{esc(_items_line(res))}</p></header>',
+        pools_section(res, r["alpha"]),  # a study of pools leads with its table; "" otherwise
         f'<section id="finding"><h2>The finding</h2><p class="finding"><b>{esc(sents[0])}</b> {esc(" ".join(sents[1:]))}</p></section>',
         f'<section id="settings"><h2>Setting by setting</h2><p class="caption">Spearman ρ between individual strength and Shapley value '
         f'across the players, its {pct} paired bootstrap CI over items, the exact permutation p-value and, in brackets, its Holm adjustment '
-        f'over the tested settings.</p>{_html_table(settings_table(c, pt, r["level"]), "settings")}</section>',
+        f'{esc(_holm_words(c, r["alpha"]))}.</p>{_html_table(settings_table(c, pt, r["level"]), "settings")}</section>',
         (f'<section id="games"><h2>What the games are</h2><p class="caption">Before a verdict is believed: per setting, the system\'s '
          f'accuracy v(N) against its best member alone (paired {pct} CI), the best of every coalition against that member (the maximum over '
          f'the coalitions, so biased upward), whether one member fixes or explains v(S) (a dictator game), and how many players are at chance.'

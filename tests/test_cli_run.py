@@ -9,7 +9,8 @@ CLI = [str(Path(sys.executable).parent/"compstrength")]
 
 def test_default_run_replays_without_a_model_call(default_run):
     # how long it takes is measured by bench/bench_replay.py (and quoted in the README), not asserted here: a loaded machine made a time bound flaky
-    from compstrength.study import load_study, study_players
+    from compstrength.config import REUSE_PROTOCOLS, load_study, study_players
+    from compstrength.study import study_progress
     r, res = default_run  # `compstrength run`: the study of configs/study.toml, replayed once for the session (conftest)
     assert r.returncode == 0, r.stderr[-2000:]
     assert " 0 model calls" in r.stdout
@@ -18,34 +19,40 @@ def test_default_run_replays_without_a_model_call(default_run):
             "coalitions.csv", "agreement.csv", "stopping.csv", "players.csv", "report.html", "games.csv.gz", "chance.csv"} <= files
     cfg = load_study(Path(__file__).resolve().parents[1]/"configs"/"study.toml")
     players = [p.name for p in study_players(cfg)]
-    assert len(players) >= 8 and pd.read_csv(res/"players.csv").player.tolist() == players
-    stopping = pd.read_csv(res/"stopping.csv")
-    assert stopping.task.tolist() == cfg.tasks and (stopping["items"] <= stopping.cap).all()
-    assert (stopping.state[stopping["items"] >= stopping.cap] == "stopped").all()
-    recorded = stopping[stopping["items"] > 0]
+    assert len(cfg.pools) >= 3 and all(len(v) >= 6 for v in cfg.pools.values())
+    assert pd.read_csv(res/"players.csv").player.tolist() == players
+    stopping, progress = pd.read_csv(res/"stopping.csv"), study_progress(cfg)
+    assert stopping[["pool", "task", "items"]].values.tolist() == progress[["pool", "task", "items"]].values.tolist()  # every (pool, task), as recorded
+    assert (stopping["items"] <= stopping.cap).all() and (stopping.state[stopping["items"] >= stopping.cap] == "stopped").all()
+    recorded = stopping[(stopping["items"] > 0) & stopping.dev]
     assert len(recorded), "the study's recording holds no test batch"
     values = pd.read_csv(res/"values.csv")
-    at_size = values[values.protocol.isin(cfg.protocols)]
-    assert len(at_size) == len(players) * len(cfg.protocols) * len(recorded)       # every player, protocol and recorded task
-    for t in recorded.itertuples():                                                 # on exactly the recorded items
-        assert set(at_size.loc[at_size.task == t.task, "n_items"]) == {t.items}
-    assert (at_size.budget == 2 ** len(players)).all() and (at_size.method == "exact").all()
-    tc = cfg.text_config()                                                          # the protocols that call per coalition
-    text = values[values.protocol.isin(tc.run.protocols)]
-    assert set(text.protocol) == set(tc.run.protocols) and set(text.model) == set(tc.players)
+    reuse = values[values.protocol.isin(REUSE_PROTOCOLS)]
+    settings = cfg.reuse_settings()
+    assert len(reuse) == sum(len(cfg.pools[t.pool]) * sum(s[0] == t.pool and s[2] == t.task for s in settings) for t in recorded.itertuples())
+    for t in recorded.itertuples():                                                 # every player of the pool, on exactly its recorded items
+        v = reuse[(reuse.pool == t.pool) & (reuse.task == t.task)]
+        assert set(v.model) == set(cfg.pools[t.pool]) and set(v.n_items) == {t.items}
+        assert (v.budget == 2 ** len(cfg.pools[t.pool])).all() and (v.method == "exact").all()
+    calls = values[~values.protocol.isin(REUSE_PROTOCOLS)]                         # the protocols that call per coalition, as recorded
+    for (pool, protocol, task), v in calls.groupby(["pool", "protocol", "task"]):
+        assert set(v.model) == set(cfg.pools[pool]) and cfg.runs(protocol, task, pool)
     assert values.shapley.notna().all()
     assert ((values.shapley_ci_low <= values.shapley + 1e-12) & (values.shapley <= values.shapley_ci_high + 1e-12)).all()
-    protocols = pd.read_csv(res/"protocols.csv").set_index(["protocol", "task"])
-    for (p, t), v in values.groupby(["protocol", "task"]):                          # efficiency: Σ Shapley = v(N) − v(∅), v(∅) = 0
-        assert abs(v.shapley.sum() - protocols.loc[(p, t), "v_N"]) < 1e-9, (p, t)
+    protocols = pd.read_csv(res/"protocols.csv").set_index(["pool", "protocol", "task"])
+    for (pool, p, t), v in reuse.groupby(["pool", "protocol", "task"]):             # efficiency: Σ Shapley = v(N) − v(∅), v(∅) = 0
+        assert abs(v.shapley.sum() - protocols.loc[(pool, p, t), "v_N"]) < 1e-9, (pool, p, t)
     coalitions = pd.read_csv(res/"coalitions.csv")
-    assert len(coalitions) == 2 ** len(players) * len(cfg.protocols) * len(recorded) + 2 ** len(tc.players) * len(tc.run.protocols)
+    assert (coalitions[coalitions.protocol.isin(REUSE_PROTOCOLS)].groupby(["pool", "protocol", "task"]).size()
+            == reuse.groupby(["pool", "protocol", "task"]).model.size().map(lambda n: 2 ** n)).all()   # every coalition of every reuse game
+    corr = pd.read_csv(res/"correlations.csv")
+    main = corr[(corr.x == "individual") & (corr.y == "shapley") & (corr.verdict != "upper bound")]
+    assert main.in_family.astype(bool).any() and main.loc[~main.in_family.astype(bool), "spearman_p_holm"].isna().all()  # Tarone's family, fixed in the config
     summary = pd.read_csv(res/"summary.csv")
     total = summary.set_index("family").loc["all"]
-    assert total.translates + total.does_not_translate + total.inconclusive + total.dictator_games == total.settings
-    assert total.settings == values.groupby(["protocol", "task"]).ngroups - values[values.protocol == "oracle_router"].task.nunique()
+    assert total.translates + total.does_not_translate + total.inconclusive + total.dictator_games == total.settings == len(main)
     html = (res/"report.html").read_text()
-    assert "vegaEmbed" in html and "cdn.jsdelivr.net" not in html
+    assert "vegaEmbed" in html and "cdn.jsdelivr.net" not in html and html.index('id="pools"') < html.index('id="finding"')
 
 
 def test_attribute_from_csv(tmp_path):

@@ -1,22 +1,22 @@
 """Values do not depend on the order a pool is listed in: every registered protocol, replayed from the recording
 the project made live on the embedded pool, gives identical values for a permuted pool."""
-import itertools, tomllib
+import itertools
 
 import numpy as np
 import pytest
 
-from compstrength.experiment import ExperimentConfig, experiment_games, load_config
+from compstrength.config import load_study
+from compstrength.experiment import ExperimentConfig, call_groups, experiment_config, experiment_games, load_config
 from compstrength.files import project_root
 from compstrength.protocols import available_protocols
 
 
 def _config(order: list) -> ExperimentConfig:
     "The default config with its pool listed in `order`."
-    path = project_root()/"configs"/"default.toml"
-    raw = tomllib.loads(path.read_text())
-    raw["pool"]["embedded"] = list(order)
-    raw["run"]["name"] = "default"
-    return ExperimentConfig.model_validate(raw)
+    cfg = load_study(project_root()/"configs"/"default.toml")
+    cfg = cfg.model_copy(update=dict(pools={p: [n for n in order if n in v] for p, v in cfg.pools.items()}))
+    (group,) = call_groups(cfg)
+    return experiment_config(cfg, *group)
 
 
 def _values(cfg, cache_dir) -> dict:

@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = REPO/"test-artifacts"
 CHART_TIMEOUT_MS = 60_000
-SECTIONS = ["finding", "settings", "games", "charts", "details", "run-facts"]
+SECTIONS = ["pools", "finding", "settings", "games", "charts", "details", "run-facts"]  # the paper's table of pools first
 
 
 @pytest.fixture(scope="module")

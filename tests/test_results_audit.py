@@ -1,7 +1,9 @@
 """The results record can be audited from its files alone: every v(S), exact Shapley, LOO and Banzhaf value, every
 bootstrap CI of a value and of a gain, every accuracy against chance and every dictator flag of the main job's run,
 rebuilt here with numpy, scipy and pandas only (no compstrength code), from `games.csv.gz`, `coalitions.csv`,
-`individual.csv` and the run's seed, level and resamples (those of configs/study.toml).
+`individual.csv` and the run's seed, level and resamples (those of configs/study.toml), pool by pool. A setting whose
+Shapley value is a budgeted estimate (the protocols that call per coalition) holds only the coalitions the estimator
+read: there its v(S), LOO and LOO CIs are rebuilt, and the estimate is left to the estimator's own tests.
 
 Reads the session's one replay of the main job (conftest's `default_run`: `compstrength run`, no model call).
 """
@@ -39,18 +41,21 @@ def record(default_run):
                 correlations=pd.read_csv(res/"correlations.csv"))
 
 
+KEY = ["pool", "protocol", "task"]
+
+
 def _settings(record):
-    "Per setting: its players in bit order (from the singleton coalitions), the masks × items score matrix and the item ids."
+    "Per setting: (pool, protocol, task), its players in bit order (from the singleton coalitions), the masks × items score matrix (masks in order; NaN rows where a budgeted estimate read no such coalition) and the item ids."
     g, c = record["games"], record["coal"]
-    for (p, t), cs in c.groupby(["protocol", "task"], sort=False):
+    for (pool, p, t), cs in c.groupby(KEY, sort=False):
         single = cs[cs["size"] == 1]
         n = int(cs["size"].max())
         players = [None] * n
         for r in single.itertuples(): players[int(math.log2(r.mask))] = r.members
-        gs = g[(g.protocol == p) & (g.task == t)]
+        gs = g[(g.pool == pool) & (g.protocol == p) & (g.task == t)]
         wide = gs.pivot(index="mask", columns="item", values="score")
         items = list(pd.unique(gs.item[gs["mask"] == 0]))
-        yield p, t, players, wide.loc[range(2 ** n), items].to_numpy(), items
+        yield (pool, p, t), players, wide.reindex(range(2 ** n))[items].to_numpy(), items
 
 
 def _weights(n: int, method: str) -> np.ndarray:
@@ -70,46 +75,53 @@ def _weights(n: int, method: str) -> np.ndarray:
 
 def test_every_coalition_value_rebuilds_from_the_per_item_record(record):
     g, c = record["games"], record["coal"]
-    v = g.groupby(["protocol", "task", "mask"]).score.mean()
-    got = v.loc[list(zip(c.protocol, c.task, c["mask"]))].to_numpy()
+    v = g.groupby([*KEY, "mask"]).score.mean()
+    got = v.loc[list(zip(c.pool, c.protocol, c.task, c["mask"]))].to_numpy()
     np.testing.assert_allclose(got, c.value.to_numpy(), rtol=0, atol=1e-12)
-    assert len(c) == g.groupby(["protocol", "task", "mask"]).ngroups          # every coalition of every setting, ∅ included
-    assert (g.groupby(["protocol", "task", "mask"]).size().groupby(["protocol", "task"]).nunique() == 1).all()   # same items in each
+    assert len(c) == g.groupby([*KEY, "mask"]).ngroups          # every coalition of every setting, ∅ included
+    assert (g.groupby([*KEY, "mask"]).size().groupby(KEY).nunique() == 1).all()   # same items in each
 
 
 def test_every_value_and_its_ci_rebuilds_from_the_files(record):
-    vals, checked = record["values"].set_index(["protocol", "task", "model"]), 0
-    for p, t, players, X, items in _settings(record):
-        for method in ("shapley", "loo", "banzhaf"):
-            per_item = (_weights(len(players), method) @ X).T                # items × players, linear in the per-item game
+    vals, checked, budgeted = record["values"].set_index([*KEY, "model"]), 0, 0
+    for key, players, X, items in _settings(record):
+        full = not np.isnan(X).any()                                         # every coalition: exact values; else a budgeted estimate
+        budgeted += not full
+        for method in (("shapley", "loo", "banzhaf") if full else ("loo",)):
+            W = _weights(len(players), method)
+            per_item = (W[:, ~np.isnan(X[:, 0])] @ X[~np.isnan(X[:, 0])]).T  # items × players, linear in the per-item game
             lo, hi = _quantiles(_resample_means(per_item))
-            want = vals.loc[[(p, t, m) for m in players]]
-            np.testing.assert_allclose(per_item.mean(0), want[method], rtol=0, atol=1e-9, err_msg=f"{p} {t} {method}")
-            np.testing.assert_allclose(lo, want[f"{method}_ci_low"], rtol=0, atol=1e-9, err_msg=f"{p} {t} {method} CI")
-            np.testing.assert_allclose(hi, want[f"{method}_ci_high"], rtol=0, atol=1e-9, err_msg=f"{p} {t} {method} CI")
+            want = vals.loc[[(*key, m) for m in players]]
+            np.testing.assert_allclose(per_item.mean(0), want[method], rtol=0, atol=1e-9, err_msg=f"{key} {method}")
+            np.testing.assert_allclose(lo, want[f"{method}_ci_low"], rtol=0, atol=1e-9, err_msg=f"{key} {method} CI")
+            np.testing.assert_allclose(hi, want[f"{method}_ci_high"], rtol=0, atol=1e-9, err_msg=f"{key} {method} CI")
             checked += 1
-    assert checked == 3 * len(record["coal"].groupby(["protocol", "task"]))
+        if not full: assert set(vals.loc[[(*key, m) for m in players], "method"]) != {"exact"}  # the record says it is an estimate
+    n = len(record["coal"].groupby(KEY))
+    assert checked == 3 * (n - budgeted) + budgeted
 
 
 def test_individual_strength_gain_and_chance_rebuild_from_the_files(record):
-    ind, pt = record["individual"], record["protocols"].set_index(["protocol", "task"])
-    vals = record["values"].set_index(["protocol", "task", "model"])
+    ind, pt = record["individual"], record["protocols"].set_index(KEY)
+    vals = record["values"].set_index([*KEY, "model"])
     assert {"source"} <= set(ind.columns) and ind.duplicated(["source", "task", "item", "model"]).sum() == 0
-    for p, t, players, X, items in _settings(record):
-        src = ind[(ind.task == t) & ind.model.isin(players) & ind.item.isin(items)]
-        src = src[src.source == ("study" if len(players) == 8 else src.source[src.source != "study"].iloc[0])]
+    item_sets = {}
+    for key, players, X, items in _settings(record):
+        pool, p, t = key
+        item_sets.setdefault((pool, t, len(items)), items)
+        src = ind[(ind.source == pool) & (ind.task == t) & ind.model.isin(players) & ind.item.isin(items)]
         own = src.pivot(index="item", columns="model", values="score").loc[items, players].to_numpy()
-        np.testing.assert_allclose(own.mean(0), vals.loc[[(p, t, m) for m in players], "individual"], rtol=0, atol=1e-12)
+        np.testing.assert_allclose(own.mean(0), vals.loc[[(*key, m) for m in players], "individual"], rtol=0, atol=1e-12)
         means = own.mean(0)
         best = sorted(range(len(players)), key=lambda k: (-round(means[k], 12), players[k]))[0]
         gain = X[-1] - own[:, best]                                           # the grand coalition against the best member, per item
         lo, hi = _quantiles(_resample_means(gain[:, None]))
-        row = pt.loc[(p, t)]
+        row = pt.loc[key]
         assert row.best_individual_member == players[best]
         np.testing.assert_allclose([gain.mean(), lo[0], hi[0]], [row.gain, row.gain_ci_low, row.gain_ci_high], rtol=0, atol=1e-9)
     ch = record["chance"]
-    for r in ch.itertuples():
-        s = ind[(ind.source == r.source) & (ind.task == r.task) & (ind.model == r.model)]
+    for r in ch.itertuples():  # a pool read on two item sets of a task (its batches, a coalition game's sample) has a row for each
+        s = ind[(ind.source == r.source) & (ind.task == r.task) & (ind.model == r.model) & ind.item.isin(item_sets[(r.source, r.task, r.items)])]
         k = int(round(s.score.sum()))
         ci = stats.binomtest(k, len(s)).proportion_ci(LEVEL, method="exact")
         assert (len(s), k) == (r.items, r.correct) and abs(ci.low - r.ci_low) < 1e-12 and abs(ci.high - r.ci_high) < 1e-12
@@ -119,11 +131,12 @@ def test_individual_strength_gain_and_chance_rebuild_from_the_files(record):
 
 
 def test_dictator_flags_follow_their_stated_rule(record):
-    c, pt = record["coal"], record["protocols"].set_index(["protocol", "task"])
+    c, pt = record["coal"], record["protocols"].set_index(KEY)
     corr = record["correlations"]
-    main = corr[(corr.x == "individual") & (corr.y == "shapley")].set_index(["protocol", "task"])
-    for (p, t), cs in c.groupby(["protocol", "task"], sort=False):
+    main = corr[(corr.x == "individual") & (corr.y == "shapley")].set_index(KEY)
+    for key, cs in c.groupby(KEY, sort=False):
         cs = cs[cs["size"] > 0]
+        if len(cs) < 2 ** int(cs["size"].max()) - 1: continue  # a budgeted game: the rule reads every coalition, which it has not
         n = int(cs["size"].max())
         fixed = {}
         for k in range(n):
@@ -134,7 +147,7 @@ def test_dictator_flags_follow_their_stated_rule(record):
             r2 = (x.sum() * (y[x].mean() - y.mean()) ** 2 + (~x).sum() * (y[~x].mean() - y.mean()) ** 2) / ((y - y.mean()) ** 2).sum()
             fixed[cs.loc[cs["mask"] == 1 << k, "members"].iloc[0]] = (share, r2)
         dictators = {m for m, (s, r2) in fixed.items() if s >= 1 or r2 >= 0.9}
-        flagged = pt.loc[(p, t), "dictator"]
-        assert (flagged if isinstance(flagged, str) else "") in (dictators or {""}), (p, t, flagged, dictators)
-        if not pt.loc[(p, t), "upper_bound"]:
-            assert (main.loc[(p, t), "verdict"] == "dictator game") == bool(dictators), (p, t)
+        flagged = pt.loc[key, "dictator"]
+        assert (flagged if isinstance(flagged, str) else "") in (dictators or {""}), (key, flagged, dictators)
+        if not pt.loc[key, "upper_bound"]:
+            assert (main.loc[key, "verdict"] == "dictator game") == bool(dictators), key
