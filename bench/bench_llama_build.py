@@ -15,7 +15,7 @@ Builds are made once per machine by `compstrength.local.build_llama_server(varia
 $COMPSTRENGTH_HOME/build/llama-server-<id>/ (about 10 minutes each on 2 cores); a CPU without AVX-512 (or AMX) skips
 that build and says so.
 """
-import argparse, json, os, subprocess, sys, time, urllib.request
+import argparse, json, os, signal, subprocess, sys, time, urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -114,9 +114,10 @@ def main():
     ap.add_argument("--max-tokens", type=int, default=320)
     ap.add_argument("--variants", nargs="+", default=list(LLAMA_VARIANTS))
     a = ap.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a stopped run stops its server too (the `finally` of `measure`)
     pd.set_option("display.width", 220)
     print(f"# bench_llama_build.py {' '.join(sys.argv[1:])}; {time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores; "
-          f"CPU reports: {' '.join(sorted(f for f in cpu_flags() if f.startswith(('avx512', 'amx'))))}", flush=True)
+          f"CPU reports: {' '.join(sorted(f for f in cpu_flags() if f.startswith(('avx512', 'amx'))))}; load average {os.getloadavg()[0]:.2f} at start", flush=True)
     binaries = {}
     for v in a.variants:
         if not variant_supported(v): print(f"{v}: this CPU lacks what it needs; skipped"); continue
