@@ -7,7 +7,7 @@ Docs: https://compstrength.github.io/compstrength/analysis.html.md"""
 # %% ../nbs/07_analysis.ipynb #65eeaaad
 from __future__ import annotations
 from functools import lru_cache
-import inspect, multiprocessing, os, warnings
+import inspect, multiprocessing, os, threading, warnings
 from math import factorial
 from typing import Sequence
 import numpy as np
@@ -267,7 +267,8 @@ def fork_map(fn, # fn(i) -> a picklable result
     "`[fn(i) for i in range(n)]` on forked worker processes, in order; here when one worker is asked or the OS does not fork."
     global _WORK
     workers = os.cpu_count() or 1 if workers is None else workers
-    if workers <= 1 or n <= 1 or "fork" not in multiprocessing.get_all_start_methods(): return [fn(i) for i in range(n)]
+    if workers <= 1 or n <= 1 or "fork" not in multiprocessing.get_all_start_methods() or threading.active_count() > 1:
+        return [fn(i) for i in range(n)]  # a fork of a threaded process can deadlock on a lock another thread held
     _WORK = fn
     try:
         with multiprocessing.get_context("fork").Pool(min(workers, n)) as pool: return pool.map(_run_work, range(n), chunksize=1)
