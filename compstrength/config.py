@@ -229,7 +229,6 @@ class StudyConfig(BaseModel):
                 if b is None or all(name in REUSE_PROTOCOLS and t.adaptive for t in self.tasks if self.runs(name, t.name)): continue
                 try: attribute(lambda c: 0.0, self.pools[pool], method=ESTIMATOR, budget=b, seed=e.seed)
                 except ValueError as err: raise ValueError(f"protocols.{name}.shapley on pool {pool}: {err}") from None
-        if any(p.model in MEMBERS for p in self.players.values()) and self.serve.server not in SERVERS: raise ValueError("serve.server")
         return self
 
     @property

@@ -6,14 +6,13 @@ Docs: https://compstrength.github.io/compstrength/study.html.md"""
 
 # %% ../nbs/09_study.ipynb #1e34b0e7
 from __future__ import annotations
-import asyncio, dataclasses, gzip, hashlib, json, os, platform, random, time, tomllib
+import dataclasses, gzip, json, os, random, time
 from pathlib import Path
-from typing import Literal, Sequence
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
 from scipy import stats
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from .files import project_root
 from .local import MEMBERS, SERVERS, pool_specs
@@ -28,7 +27,6 @@ from .analysis import (correlations_table, family_sensitivity, fork_map, grid_ta
 from .attribution import ESTIMATOR, attribute, attribute_items, bootstrap_ci
 from .protocols import (PROTOCOLS, Protocol, ProtocolError, available_protocols, dev_task, extract_answer, get_protocol,
                                     own_request)
-from . import reuse
 from .reuse import dev_answers, own_answers, reuse_values, table_item_values
 from .tasks import TASKS, Item, Task, load_task, score
 
