@@ -7,14 +7,14 @@ Docs: https://compstrength.github.io/compstrength/analysis.html.md"""
 # %% ../nbs/07_analysis.ipynb #65eeaaad
 from __future__ import annotations
 from functools import lru_cache
-import inspect, multiprocessing, os, threading, warnings
+import inspect, itertools, multiprocessing, os, threading, warnings
 from math import factorial
 from typing import Sequence
 import numpy as np
 import pandas as pd
 from scipy import stats
 
-from .attribution import SAMPLED_METHODS, attribute_items, bootstrap_ci, coalition_label, interactions, parse_coalition
+from .attribution import SAMPLED_METHODS, _boot_counts, _one_blas_thread, attribute_items, bootstrap_ci, coalition_label, interactions, parse_coalition
 from .game import item_values
 
 # %% auto #0
@@ -28,11 +28,6 @@ __all__ = ['VALUE_METHODS', 'FLAG_COLUMNS', 'FAMILY_RULES', 'FAMILY_SENSITIVITY_
 def _tidy(x):
     "Values rounded to 12 decimals, so that float noise does not break ties."
     return np.round(np.asarray(x, dtype=float), 12)
-
-def _boot_counts(m: int, n_boot: int, seed: int) -> np.ndarray:
-    "How often each of `m` items is drawn in each of `n_boot` resamples (n_boot × m): `bootstrap_ci`'s resamples."
-    idx = np.random.default_rng(seed).integers(0, m, size=(n_boot, m))
-    return np.bincount((idx + m * np.arange(n_boot)[:, None]).ravel(), minlength=n_boot * m).reshape(n_boot, m)
 
 # %% ../nbs/07_analysis.ipynb #361acf15
 VALUE_METHODS = ("individual", "shapley", "loo", "banzhaf")
@@ -71,7 +66,8 @@ def values_table(item_values: dict, # frozenset → per-item scores (from `game.
     if "shapley" in methods:  # 1 = largest; how often a resample of the items gives the model exactly that rank
         x = per_item["shapley"].to_numpy(dtype=float)
         rank = stats.rankdata(-_tidy(x.mean(0)))
-        boot = stats.rankdata(-_tidy(_boot_counts(len(x), n_boot, seed) @ x / len(x)), axis=1)
+        with _one_blas_thread(): boot = _boot_counts(len(x), n_boot, seed) @ x / len(x)  # the same bits on any machine (`bootstrap_ci`)
+        boot = stats.rankdata(-_tidy(boot), axis=1)
         out["shapley_rank"], out["shapley_rank_kept"] = rank, (boot == rank).mean(0)
     head = "shapley" if "shapley" in methods else [m for m in methods if m != "individual"][0] if len(methods) > 1 else methods[0]
     out["ci_low"], out["ci_high"] = out[f"{head}_ci_low"], out[f"{head}_ci_high"]  # the record's headline CI
@@ -84,10 +80,10 @@ def values_table(item_values: dict, # frozenset → per-item scores (from `game.
     return out
 
 # %% ../nbs/07_analysis.ipynb #6a7e6fca
-def _boot_corr(bx: np.ndarray, by: np.ndarray, kind: str) -> np.ndarray:
-    "Spearman ρ or Kendall τ-b of each row pair of two (resamples × models) arrays, at once (NaN where one is constant)."
+def _boot_corr(bx: np.ndarray, by: np.ndarray, kind: str, ranked: bool = False) -> np.ndarray:
+    "Spearman ρ or Kendall τ-b of each row pair of two (resamples × models) arrays, at once (NaN where one is constant); `ranked`: rows are average ranks already."
     if kind == "spearman":  # Pearson correlation of average ranks
-        sx, sy = stats.rankdata(bx, axis=1), stats.rankdata(by, axis=1)
+        sx, sy = (bx, by) if ranked else (stats.rankdata(bx, axis=1), stats.rankdata(by, axis=1))
         sx, sy = sx - sx.mean(1, keepdims=True), sy - sy.mean(1, keepdims=True)
     else:  # τ-b from the signs of all pairwise differences
         i, j = np.triu_indices(bx.shape[1], 1)
@@ -96,10 +92,24 @@ def _boot_corr(bx: np.ndarray, by: np.ndarray, kind: str) -> np.ndarray:
     return np.where(den > 0, (sx * sy).sum(1) / np.where(den > 0, den, 1.0), np.nan)
 
 # %% ../nbs/07_analysis.ipynb #04795563
+@lru_cache(maxsize=None)
+def _orders(n: int) -> np.ndarray:
+    "All n! orders of range(n), one per row (read-only)."
+    o = np.asarray(list(itertools.permutations(range(n))), dtype=np.intp).reshape(-1, n)
+    o.flags.writeable = False
+    return o
+
 @lru_cache(maxsize=1024)
 def _null(kind: str, rx: tuple, ry: tuple, n_resamples: int, seed: int) -> tuple:
     "The permutation null of `kind` for two tie patterns (sorted ranks): its distinct values, ascending, and their cumulative counts."
     y = np.asarray(ry, dtype=float)
+    if n_resamples >= factorial(len(y)):  # every pairing: scipy's exact null, the statistic of each of the n! orders of x against y
+        perms = np.asarray(rx, dtype=float)[_orders(len(y))]  # average ranks already: ranking them again gives them back bit for bit
+        null = _boot_corr(perms, np.broadcast_to(y, perms.shape), kind, ranked=True)
+        vals, counts = np.unique(null, return_counts=True)
+        cum = np.cumsum(counts)
+        vals.flags.writeable = cum.flags.writeable = False
+        return vals, cum
     def statistic(x, axis=-1):  # vectorised: a batch of pairings at once
         x = np.moveaxis(x, axis, -1)
         flat = x.reshape(-1, len(y))
@@ -211,7 +221,7 @@ def _corr_ci(px: np.ndarray, py: np.ndarray, est: dict, n_boot: int, level: floa
         flat = idx.reshape(-1, idx.shape[-1])
         B = len(flat)
         c = np.bincount((flat + m * np.arange(B)[:, None]).ravel(), minlength=B * m).reshape(B, m) / flat.shape[1]
-        bx, by = _tidy(c @ px), _tidy(c @ py)
+        with _one_blas_thread(): bx, by = _tidy(c @ px), _tidy(c @ py)  # one BLAS thread: the same bits on any machine and in any worker
         return np.stack([_boot_corr(bx, by, k) for k in ("spearman", "kendall")]).reshape((2, *shape))
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # BCa is undefined where a resample or a jackknife leaves ρ undefined: handled below
@@ -260,6 +270,11 @@ _WORK = None  # the function the forked workers run: set in the parent just befo
 
 def _run_work(i: int): return _WORK(i)
 
+def _worker_one_blas_thread():
+    "A worker's BLAS runs on one thread: the workers already fill the cores, and more threads per worker (OpenBLAS's default) oversubscribe them."
+    from threadpoolctl import threadpool_limits
+    threadpool_limits(1)
+
 def fork_map(fn, # fn(i) -> a picklable result
              n: int, # run fn(0), ..., fn(n - 1)
              workers: int|None = None, # processes (default: every core); 1: here
@@ -271,7 +286,8 @@ def fork_map(fn, # fn(i) -> a picklable result
         return [fn(i) for i in range(n)]  # a fork of a threaded process can deadlock on a lock another thread held
     _WORK = fn
     try:
-        with multiprocessing.get_context("fork").Pool(min(workers, n)) as pool: return pool.map(_run_work, range(n), chunksize=1)
+        with multiprocessing.get_context("fork").Pool(min(workers, n), initializer=_worker_one_blas_thread) as pool:
+            return pool.map(_run_work, range(n), chunksize=1)
     finally: _WORK = None
 
 # %% ../nbs/07_analysis.ipynb #cf728c10
@@ -520,7 +536,7 @@ def pairwise_table(table: pd.DataFrame, # from `values_table`
     if method not in table.attrs.get("per_item", {}): raise ValueError(f"no per-item {method!r} values in the table (has {list(table.attrs.get('per_item', {}))})")
     x = table.attrs["per_item"][method][list(table.index)].to_numpy(dtype=float)
     m = len(x)
-    boot = _boot_counts(m, n_boot, seed) @ x / m
+    with _one_blas_thread(): boot = _boot_counts(m, n_boot, seed) @ x / m  # the same bits on any machine (`bootstrap_ci`)
     i, j = np.triu_indices(x.shape[1], 1)
     d = _tidy(boot[:, i] - boot[:, j])
     lo, hi = np.quantile(d, [(1 - level) / 2, (1 + level) / 2], axis=0)

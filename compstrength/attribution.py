@@ -7,7 +7,7 @@ Docs: https://compstrength.github.io/compstrength/attribution.html.md"""
 # %% ../nbs/05_attribution.ipynb #798a7380
 from __future__ import annotations
 from collections.abc import Mapping
-import itertools, math
+import functools, itertools, math
 
 import numpy as np
 import pandas as pd
@@ -529,6 +529,14 @@ def attribute_items(item_values, # long DataFrame (coalition, item, value) or ma
     return pd.DataFrame(phi.T, index=items, columns=_index(ps))
 
 # %% ../nbs/05_attribution.ipynb #2e0daadc
+@functools.lru_cache(maxsize=8)
+def _boot_counts(m: int, n_boot: int, seed: int) -> np.ndarray:
+    "How often each of `m` items is drawn in each of `n_boot` resamples (n_boot × m), read-only: every setting of a (pool, task) draws the same resamples, so they are drawn once."
+    idx = np.random.default_rng(seed).integers(0, m, size=(n_boot, m))
+    c = np.bincount((idx + m * np.arange(n_boot)[:, None]).ravel(), minlength=n_boot * m).reshape(n_boot, m)
+    c.flags.writeable = False
+    return c
+
 def bootstrap_ci(per_item: pd.DataFrame, # items × players, e.g. from `attribute_items`
                  n_boot: int = 2000, # bootstrap resamples
                  level: float = 0.95, # confidence level
@@ -541,8 +549,6 @@ def bootstrap_ci(per_item: pd.DataFrame, # items × players, e.g. from `attribut
     if not 0 < level < 1: raise ValueError(f"level must be between 0 and 1, not {level}")
     if n_boot < 1: raise ValueError(f"n_boot must be positive, not {n_boot}")
     if not np.isfinite(x).all(): raise ValueError("per_item has missing or infinite values")
-    idx = np.random.default_rng(seed).integers(0, m, size=(n_boot, m))
-    counts = np.bincount((idx + m * np.arange(n_boot)[:, None]).ravel(), minlength=n_boot * m).reshape(n_boot, m)
-    means = counts @ x / m
+    with _one_blas_thread(): means = _boot_counts(m, n_boot, seed) @ x / m  # one BLAS thread: the same bits on any machine and in any worker
     lo, hi = np.quantile(means, [(1 - level) / 2, (1 + level) / 2], axis=0)
     return pd.DataFrame({"value": x.mean(axis=0), "ci_low": lo, "ci_high": hi}, index=per_item.columns)

@@ -6,12 +6,13 @@ Docs: https://compstrength.github.io/compstrength/experiment.html.md"""
 
 # %% ../nbs/08_experiment.ipynb #b21bce06
 from __future__ import annotations
-import dataclasses, hashlib, itertools, time, tomllib
+import dataclasses, gzip, hashlib, itertools, time, tomllib
 from pathlib import Path
 from typing import Literal, Sequence
 
 import numpy as np
 import pandas as pd
+from pandas.api.types import union_categoricals
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from .files import home_dir, project_root
@@ -21,7 +22,7 @@ from .tasks import TASKS, Item, Task, load_task
 from .protocols import PROTOCOLS, Protocol, ProtocolError, available_protocols, get_protocol
 from .attribution import ESTIMATOR, attribute, coalition_label, mask_of
 from .game import CoalitionGame, item_values
-from .analysis import correlations_table, pairwise_table, summarize, values_table
+from .analysis import correlations_table, fork_map, pairwise_table, summarize, values_table
 from .diagnostics import chance_level, chance_table, game_flags
 from .report import build_report
 from .config import REUSE_PROTOCOLS, StudyConfig, StudyError, config_key, load_study, players_from
@@ -30,7 +31,8 @@ from .config import REUSE_PROTOCOLS, StudyConfig, StudyError, config_key, load_s
 __all__ = ['SETTING', 'VERDICT_RULE', 'RECORD_FILES', 'STUDY_FILES', 'ConfigError', 'PoolConfig', 'item_order', 'TaskConfig',
            'ProtocolConfig', 'RunConfig', 'budgeted_evaluate', 'ExperimentConfig', 'experiment_config', 'call_groups',
            'load_config', 'recording_digest', 'experiment_games', 'dummy_members', 'duplicate_settings', 'protocol_row',
-           'protocol_table', 'budgeted_values_table', 'setting_record', 'run_experiment', 'headline', 'write_results']
+           'protocol_table', 'budgeted_values_table', 'setting_record', 'concat_rows', 'run_experiment', 'headline',
+           'write_csv_gz', 'write_results']
 
 # %% ../nbs/08_experiment.ipynb #5997fbab
 class ConfigError(ValueError):
@@ -466,9 +468,23 @@ def setting_record(item_values: dict, # frozenset → per-item scores, ∅ inclu
     coal = pd.DataFrame(dict(protocol=protocol, family=family, task=task, coalition=[coalition_label(c, players) for c in cs], mask=masks,
                              size=[len(c) for c in cs], members=[", ".join(p for p in players if p in c) or "(none)" for c in cs],
                              value=x.mean(axis=1), n_items=len(items)))
-    games = pd.DataFrame(dict(protocol=protocol, task=task, mask=np.repeat(masks, len(items)),
-                              item=np.tile(np.asarray(items, dtype=object), len(cs)), score=x.ravel()))
+    one = lambda v: pd.Categorical.from_codes(np.zeros(x.size, dtype=np.int8), [v])  # millions of rows in a study: categorical (`concat_rows`)
+    games = pd.DataFrame(dict(protocol=one(protocol), task=one(task), mask=np.repeat(masks, len(items)),
+                              item=pd.Categorical.from_codes(np.tile(np.arange(len(items)), len(cs)), items), score=x.ravel()))
     return coal, games
+
+# %% ../nbs/08_experiment.ipynb #c0ncat02
+def concat_rows(frames: Sequence[pd.DataFrame], # tables with the same columns
+               ) -> pd.DataFrame: # their rows, in order, on a new index
+    "`pd.concat(frames, ignore_index=True)` that keeps a column categorical where it is in every frame (the categories united)."
+    frames = [f for f in frames]
+    if not frames: return pd.DataFrame()
+    cols = list(frames[0].columns)
+    cats = [c for c in cols if all(c in f and isinstance(f[c].dtype, pd.CategoricalDtype) for f in frames)]
+    out = pd.concat([f.drop(columns=cats) for f in frames], ignore_index=True)
+    for c in cats: out[c] = union_categoricals([f[c] for f in frames])
+    return out[cols + [c for c in out.columns if c not in cols]]
+
 
 # %% ../nbs/08_experiment.ipynb #d49f4688
 def run_experiment(cfg: ExperimentConfig, # from `load_config`
@@ -518,7 +534,7 @@ def run_experiment(cfg: ExperimentConfig, # from `load_config`
     u = client.usage()
     return dict(outcomes=outcomes, individual=individual, values=values, pairwise=pairwise, correlations=corr,
                 summary=summarize(corr, exclude=bounds), protocols=protocol_table(outcomes, values, players, {k[1::2]: f for k, f in flags.items()}),
-                coalitions=pd.concat(coal, ignore_index=True), games=pd.concat(game_rows, ignore_index=True), chance=chance,
+                coalitions=pd.concat(coal, ignore_index=True), games=concat_rows(game_rows), chance=chance,
                 settings=settings, flags=flags, level=r.level,
                 seconds=time.perf_counter() - t0, requests=len(u), model_calls=int((~u.cached).sum()))
 
@@ -536,6 +552,20 @@ def headline(summary: pd.DataFrame # from `summarize`
     return (f"Individual strength translates into compositional strength (Shapley value) in {int(a.translates)} of {n} settings; "
             f"it does not in {int(a.does_not_translate)}; {int(a.inconclusive)} of {n} are inconclusive at this size.")
 
+# %% ../nbs/08_experiment.ipynb #wcsvgz02
+def write_csv_gz(df: pd.DataFrame, # the table (text columns may be categorical)
+                 path: str|Path, # the file, e.g. `games.csv.gz`
+                ) -> Path:
+    "Write `df` as a gzipped CSV with Arrow's writer: exact floats, byte-identical for the same table (no time stamp)."
+    import pyarrow as pa, pyarrow.csv as pacsv
+    table, buf = pa.Table.from_pandas(df, preserve_index=False), pa.BufferOutputStream()
+    try: pacsv.write_csv(table, buf, pacsv.WriteOptions(quoting_style="none"))
+    except pa.ArrowInvalid:  # a value holds a comma, quote or line break: quote the text values
+        buf = pa.BufferOutputStream(); pacsv.write_csv(table, buf, pacsv.WriteOptions(quoting_style="needed"))
+    path = Path(path); path.write_bytes(gzip.compress(buf.getvalue().to_pybytes(), compresslevel=1, mtime=0))
+    return path
+
+
 # %% ../nbs/08_experiment.ipynb #b63a0848
 RECORD_FILES = ("outcomes", "individual", "values", "pairwise", "correlations", "summary", "protocols", "coalitions", "chance")
 STUDY_FILES = ("agreement", "stopping", "players")  # a study's record has these too
@@ -545,10 +575,12 @@ def write_results(res: dict, # from `run_experiment` or `study.study_results`
                  ) -> Path:
     "Write the results record (CSV files, the per-item games as `games.csv.gz`; a study's also its agreement, stopping and players) and `report.html` into `out`."
     out = Path(out); out.mkdir(parents=True, exist_ok=True)
-    for k in (*RECORD_FILES, *STUDY_FILES):
-        if isinstance(res.get(k), pd.DataFrame): res[k].to_csv(out/f"{k}.csv", index=False)
-    if isinstance(res.get("games"), pd.DataFrame):  # every setting's per-item game: compact, byte-identical for the same record
-        res["games"].to_csv(out/"games.csv.gz", index=False, float_format="%.17g",
-                            compression=dict(method="gzip", compresslevel=1, mtime=0))
-    (out/"report.html").write_text(build_report(res), encoding="utf-8")
+    def part(k):  # the per-item games (millions of rows in a full study) are written beside the rest, on another core
+        if k == 0 and isinstance(res.get("games"), pd.DataFrame):  # every setting's per-item game: compact, byte-identical for the same record
+            write_csv_gz(res["games"], out/"games.csv.gz")
+        if k == 1:
+            for f in (*RECORD_FILES, *STUDY_FILES):
+                if isinstance(res.get(f), pd.DataFrame): res[f].to_csv(out/f"{f}.csv", index=False)
+            (out/"report.html").write_text(build_report(res), encoding="utf-8")
+    fork_map(part, 2)
     return out

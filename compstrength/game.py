@@ -143,14 +143,15 @@ async def aevaluate(self: CoalitionGame,
     cs = [c for c in dict.fromkeys(cs) if c]
     n0 = len(self.client.log)
     jobs = [asyncio.ensure_future(self.arun_one(c, it)) for c in cs for it in self.task]
-    rows = []
+    rows, seen, made = [], n0, 0
     with tqdm(total=len(jobs), desc=f"{self.protocol.name} × {self.task.name}", disable=not self.progress, unit="run") as bar:
         try:
             for fut in asyncio.as_completed(jobs):
                 rows.append(await fut)
-                log = self.client.log[n0:]
-                made = sum(not r.cached for r in log)
-                bar.set_postfix(calls=made, from_cache=len(log) - made, refresh=False); bar.update()
+                if not self.progress: continue
+                log = self.client.log  # count only the calls logged since the last update (a replay logs hundreds of thousands)
+                made += sum(not r.cached for r in log[seen:]); seen = len(log)
+                bar.set_postfix(calls=made, from_cache=seen - n0 - made, refresh=False); bar.update()
         except BaseException:  # stop the rest; what finished is already in the coalition cache
             for j in jobs: j.cancel()
             await asyncio.gather(*jobs, return_exceptions=True)

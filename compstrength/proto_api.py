@@ -68,7 +68,7 @@ def calibrate_cascade(correct: list, conf: list) -> list[float]:
     for j in range(k - 2, -1, -1):
         cj, fj = np.asarray(correct[j], float), np.asarray(conf[j], float)
         cands = [float("-inf")] + sorted(set(fj[np.isfinite(fj)].tolist())) + [float("inf")]
-        accs = [np.where(fj >= t, cj, downstream).mean() for t in cands]
+        accs = np.where(fj >= np.asarray(cands)[:, None], cj, downstream).mean(axis=1)  # every threshold at once, row by row as one at a time
         best = int(np.argmax(accs))  # first maximum: the lowest threshold
         th[j] = cands[best]
         downstream = np.where(fj >= th[j], cj, downstream)
@@ -118,21 +118,37 @@ def embed_minilm(texts: list[str]) -> np.ndarray:
 # %% ../nbs/04a_proto_api.ipynb #b51968aa
 class RouterModel:
     "Per-member P(correct | question) from dev answers."
+    _fits: dict = {}  # (features, seed, texts, y) → fitted features or classifier: a member's fit is the same in every coalition and pool
+
     def __init__(self, texts: list[str], correct: dict, features: str = "tfidf", seed: int = 0):
         from sklearn.linear_model import LogisticRegression
         self.features, self.members = features, list(correct)
-        if features == "tfidf":
-            from sklearn.feature_extraction.text import TfidfVectorizer
-            from sklearn.pipeline import FeatureUnion
-            self.vec = FeatureUnion([("w", TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True)),
-                                     ("c", TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 4), sublinear_tf=True))])
-            X = self.vec.fit_transform(texts)
-        elif features == "minilm": X = embed_minilm(texts)
-        else: raise ProtocolError(f"features must be 'tfidf' or 'minilm', not {features!r}")
+        if features not in ("tfidf", "minilm"): raise ProtocolError(f"features must be 'tfidf' or 'minilm', not {features!r}")
+        texts = tuple(texts)
+        self.vec, X = self._fit((features, texts), lambda: self._features(features, texts))
         self.models = {}
         for m, y in correct.items():
             y = np.asarray(y, int)
-            self.models[m] = float(y.mean()) if y.min() == y.max() else LogisticRegression(C=1.0, random_state=seed).fit(X, y)
+            self.models[m] = float(y.mean()) if y.min() == y.max() else \
+                self._fit((features, seed, texts, y.tobytes()), lambda: LogisticRegression(C=1.0, random_state=seed).fit(X, y))
+
+    @classmethod
+    def _fit(cls, key, make):
+        "`make()`, once per key (the oldest of 4096 forgotten): fits are deterministic, so a shared one gives the same numbers."
+        if key not in cls._fits:
+            while len(cls._fits) >= 4096: cls._fits.pop(next(iter(cls._fits)))
+            cls._fits[key] = make()
+        return cls._fits[key]
+
+    @staticmethod
+    def _features(features, texts):
+        "The fitted vectorizer (None for MiniLM) and the dev questions' features."
+        if features == "minilm": return None, embed_minilm(list(texts))
+        from sklearn.feature_extraction.text import TfidfVectorizer
+        from sklearn.pipeline import FeatureUnion
+        vec = FeatureUnion([("w", TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True)),
+                            ("c", TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 4), sublinear_tf=True))])
+        return vec, vec.fit_transform(list(texts))
 
     def predict(self, text: str) -> dict:
         "P(correct) of each member for a question, by member name."

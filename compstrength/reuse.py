@@ -158,17 +158,18 @@ def _routed(S: list, sc, p, dev_acc) -> np.ndarray:
     return sc[best, np.arange(I)]
 
 # %% ../nbs/06a_reuse.ipynb #d02b7b35
-_ROUTERS: dict = {}  # (features, seed, dev texts, members' dev answers) -> (RouterModel, {question: P(correct) by member})
+_ROUTERS: dict = {}  # (features, seed, dev texts, one member's dev scores) -> {question: P(correct)}
 
 def _router_predictions(protocol, dev: Task, correct: dict, texts: list) -> list:
     "P(correct) of each member (name → dev scores in `correct`) for each question in `texts`, from the protocol's router model."
-    dev_texts = [item_text(dev, it) for it in dev]
-    key = (protocol.features, protocol.seed, tuple(dev_texts), tuple((m, np.asarray(y, float).tobytes()) for m, y in correct.items()))
-    if key not in _ROUTERS: _ROUTERS[key] = (RouterModel(dev_texts, correct, protocol.features, protocol.seed), {})
-    router, seen = _ROUTERS[key]
-    new = list(dict.fromkeys(t for t in texts if t not in seen))
-    seen.update(zip(new, router.predict_many(new)))  # the numbers the protocol's one-at-a-time `predict` gives
-    return [seen[t] for t in texts]
+    dev_texts = tuple(item_text(dev, it) for it in dev)  # a member's classifier depends on its own dev scores only: shared by every pool it is in
+    keys = {m: (protocol.features, protocol.seed, dev_texts, np.asarray(y, float).tobytes()) for m, y in correct.items()}
+    new = list(dict.fromkeys(t for t in texts if any(t not in _ROUTERS.get(k, ()) for k in keys.values())))
+    if new:
+        router = RouterModel(list(dev_texts), correct, protocol.features, protocol.seed)
+        for t, p in zip(new, router.predict_many(new)):  # the numbers the protocol's one-at-a-time `predict` gives
+            for m, k in keys.items(): _ROUTERS.setdefault(k, {})[t] = p[m]
+    return [{m: _ROUTERS[k][t] for m, k in keys.items()} for t in texts]
 
 # %% ../nbs/06a_reuse.ipynb #55632502
 def _empty_value(task: Task, empty_value) -> float:

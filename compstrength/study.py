@@ -19,7 +19,7 @@ from .local import MEMBERS, SERVERS, pool_specs
 from .models import (PROMPT_STYLES, Completion, ModelClient, ModelSpec, ReplayMissError, cache_key, load_recording,
                                  request_fields, run_sync)
 from .config import REUSE_PROTOCOLS, StudyConfig, StudyError, load_study, study_players
-from .experiment import (ConfigError, ExperimentConfig, call_groups, experiment_config, item_order, players_from, protocol_row,
+from .experiment import (ConfigError, ExperimentConfig, call_groups, concat_rows, experiment_config, item_order, players_from, protocol_row,
                                      run_experiment, setting_record)
 from .diagnostics import chance_level, chance_table, game_flags
 from .analysis import (correlations_table, family_sensitivity, fork_map, grid_table, pairwise_table, spread_table, summarize,
@@ -353,6 +353,9 @@ def study_results(cfg: StudyConfig, # from `load_study`
     protos = cfg.protocol_objects
     units = [("reuse", t) for t in dict.fromkeys(progress.task)] + [("calls", g) for g in call_groups(cfg)]
 
+    def pooled(gm, pool):  # the per-item games' columns stay categorical (`concat_rows`): millions of rows in a full study
+        return gm.assign(pool=pd.Categorical.from_codes(np.zeros(len(gm), dtype=np.int8), [pool]))
+
     def reuse_part(task: str, out: dict):  # every pool's reuse settings on one task
         full = load_task(task, split="test")
         order, store = item_order(full, e.seed), AnswerStore(client, e.max_tokens)
@@ -384,7 +387,7 @@ def study_results(cfg: StudyConfig, # from `load_study`
                 out["settings"].append((key, vt)); out["flags"].append((key, f))
                 out["pairs"].append(pairwise_table(vt, n_boot=e.n_boot, level=e.level, seed=e.seed).assign(pool=r.pool, protocol=proto.name, family=proto.family, task=r.task))
                 c, gm = setting_record(iv, names, [it.id for it in t], proto.name, proto.family, r.task)  # every v(S), and the per-item game
-                out["coal"].append(c.assign(pool=r.pool)); out["games"].append(gm.assign(pool=r.pool))
+                out["coal"].append(c.assign(pool=r.pool)); out["games"].append(pooled(gm, r.pool))
                 out["ptab"].append(pd.DataFrame([dict(pool=r.pool, **protocol_row(proto.name, proto.family, proto.upper_bound, r.task, len(t), f, len(names)))]))
                 half = (vt.shapley_ci_high - vt.shapley_ci_low) / 2
                 rows += [dict(pool=r.pool, task=r.task, protocol=proto.name, player=p, halfwidth=float(h)) for p, h in half.items()]
@@ -398,7 +401,8 @@ def study_results(cfg: StudyConfig, # from `load_study`
             if mode != "replay": raise
             out["pending"].append(dict(pool=pool, protocols=", ".join(protos_), tasks=", ".join(part), recording=rec, why=str(err).split("\n")[0][:200]))
             return
-        for k in ("values", "protocols", "pairwise", "coalitions", "games", "outcomes"): ex[k] = ex[k].assign(pool=pool)
+        for k in ("values", "protocols", "pairwise", "coalitions", "outcomes"): ex[k] = ex[k].assign(pool=pool)
+        ex["games"] = pooled(ex["games"], pool)
         out["settings"] += list(ex["settings"].items()); out["flags"] += list(ex["flags"].items())
         for k, x in (("values", "values"), ("ptab", "protocols"), ("pairs", "pairwise"), ("inds", "individual"), ("coal", "coalitions"),
                      ("games", "games"), ("chance", "chance"), ("outs", "outcomes")): out[k].append(ex[x])
@@ -414,7 +418,11 @@ def study_results(cfg: StudyConfig, # from `load_study`
             new = client.log[n0:]; out.update(requests=len(new), calls=sum(not c.cached for c in new))
         else: calls_part(what, out)
         return out
-    parts = fork_map(run, len(units), workers if mode == "replay" else 1)  # a live run's recordings are grown by one process
+    size = [np.inf if k == "calls" else float(progress.loc[progress.task == w, "items"].sum()) for k, w in units]
+    # the longest parts first (the coalition games, then the tasks with most items collected), so that no core idles at the end
+    first = sorted(range(len(units)), key=lambda i: -size[i])
+    done = fork_map(lambda j: run(first[j]), len(units), workers if mode == "replay" else 1)  # a live run's recordings are grown by one process
+    parts = [done[first.index(i)] for i in range(len(units))]  # the record in the units' own order
     got = {k: [x for p in parts for x in p[k]] for k in parts[0] if k not in ("requests", "calls")} if parts else {}
     settings, flags = dict(got.get("settings", [])), dict(got.get("flags", []))
     if not settings:
@@ -424,7 +432,7 @@ def study_results(cfg: StudyConfig, # from `load_study`
     def _plain(k, t):  # the per-item tables ride in .attrs; the record keeps the values only
         t = t.assign(pool=k[0], protocol=k[1], family=k[2], task=k[3]).reset_index(); t.attrs = {}; return t
     def _first(d, cols=("pool", "protocol", "family", "task", "model")):  # the setting's columns first, the pool before them
-        d = pd.concat(d, ignore_index=True)
+        d = concat_rows(d)
         return d[[c for c in cols if c in d] + [c for c in d.columns if c not in cols]]
     reuse_keys = [k for p, (kind, _) in zip(parts, units) if kind == "reuse" for k, _ in p["settings"]]
     values = _first([_plain(k, settings[k]) for k in reuse_keys] + got["values"])

@@ -476,12 +476,21 @@ def load_task(name: str, # a name in `TASKS`, or a path to a .jsonl/.csv file
     "Load a task by name or path, each question once; split and sample it (`pick`)."
     if name in TASKS:
         path = fetch_artifact(DATA_ARTIFACTS[name], store=_data_store()) if name in DATA_ARTIFACTS else data_dir()/f"{name}.jsonl"
-        task = TASKS[name](path)
-    elif Path(name).suffix in (".jsonl", ".csv", ".gz"): task = task_from_file(name)
+        load = lambda: TASKS[name](path)
+    elif Path(name).suffix in (".jsonl", ".csv", ".gz"): path, load = Path(name), lambda: task_from_file(name)
     else:
         own = sorted(n for n in TASKS if not n.startswith("moco:"))
         raise TaskError(f"unknown task {name!r}: choose one of {own}, moco:<dataset> (one of {sorted(MOCO_DATASETS)}), or give a .jsonl/.csv path")
-    return pick(task, split, limit, seed)
+    try: st = path.stat()  # a study reads the same task in many places: parsed and drawn once per file version and draw
+    except OSError: return pick(load(), split, limit, seed)  # a missing file: the loader says so
+    key = (name, str(path.resolve()), st.st_size, st.st_mtime_ns, split, limit, seed)
+    if key not in _PICKED:
+        while len(_PICKED) >= 32: _PICKED.pop(next(iter(_PICKED)))
+        _PICKED[key] = pick(load(), split, limit, seed)
+    t = _PICKED[key]
+    return Task(t.name, t.kind, list(t.items), t.source, dict(t.duplicates))  # the caller's own copy (items are frozen)
+
+_PICKED = {}  # (name, file, size, mtime, split, limit, seed) → the task `pick` drew
 
 # %% ../nbs/03_tasks.ipynb #2789926c
 def task_table(names: Sequence[str]|None = None, # task names (default: every task in `TASKS`)

@@ -4,7 +4,12 @@
 `[pool]` file, and the flat study file with its text protocols in a second file), and the values and correlations
 the earlier runners gave on their recordings. Each legacy file is migrated on the way in, the repository's
 configs are those migrations, and the one runner (`study.study_results`) replays every recording to the same
-values, CIs, p-values and verdicts.
+values, CIs, p-values and verdicts, bit for bit.
+
+The expected records were made by the earlier runners (commit 9013a94) with one BLAS thread
+(`OPENBLAS_NUM_THREADS=1`), as every bootstrap's resample means are now computed, so that the bits are the
+same on any machine and in any worker process: with several BLAS threads, OpenBLAS rounds the same product
+differently in the last bit (5.6e-17 here), and the record depended on the machine's cores.
 """
 import subprocess, sys
 from pathlib import Path
