@@ -477,7 +477,7 @@ def setting_record(item_values: dict, # frozenset → per-item scores, ∅ inclu
 def concat_rows(frames: Sequence[pd.DataFrame], # tables with the same columns
                ) -> pd.DataFrame: # their rows, in order, on a new index
     "`pd.concat(frames, ignore_index=True)` that keeps a column categorical where it is in every frame (the categories united)."
-    frames = [f for f in frames]
+    frames = list(frames)
     if not frames: return pd.DataFrame()
     cols = list(frames[0].columns)
     cats = [c for c in cols if all(c in f and isinstance(f[c].dtype, pd.CategoricalDtype) for f in frames)]
