@@ -68,7 +68,7 @@ class ModelSpec:
     style: str = "working"  # prompt style: "working" (the task's prompt) or "direct" (the final answer only)
     temperature: float|None = None  # the player's sampling temperature (None: the request's)
     max_tokens: int|None = None  # the player's completion cap (None: the request's; else the smaller of the two)
-    seed: int|None = None  # the player's sampling seed (None: the request's): sampled players of one model differ by it
+    seed: int|None = None  # the player's sampling seed (None: the request's): sampled players of one model differ by it; each request draws its own stream from it
 
     def __post_init__(self):
         if self.prompt_format not in PROMPT_FORMATS:
@@ -168,6 +168,7 @@ def request_fields(spec: ModelSpec, # the pool member
              seed=int(seed), sample=0 if greedy else int(sample),
              stop=list(stop) if stop else None, logprobs=logprobs)
     if spec.style != "working": f["style"] = spec.style  # absent for the default style: its keys never change
+    if spec.seed is not None and not greedy: f["draw"] = "per-request"  # a sampled player's provider seed mixes in the request (`_litellm_kwargs`)
     return f
 
 # %% ../nbs/00a_models.ipynb #0e2a79a8
@@ -366,6 +367,8 @@ def _litellm_kwargs(spec: ModelSpec, f: dict, timeout: float) -> dict:
     kw = dict(model=spec.model, max_tokens=f["max_tokens"], temperature=f["temperature"],
               num_retries=0, timeout=timeout, drop_params=True)  # e.g. `seed` where a provider has none
     if f["seed"] is not None: kw["seed"] = f["seed"] + f["sample"]  # each sample index its own seed
+    if f.get("draw") == "per-request":  # one seed for every request replays the same random draws on every item: a fixed quantile, not a sample
+        kw["seed"] = int(cache_key(f)[:7], 16)  # a fresh, reproducible stream per (player, request)
     if spec.api_base: kw["api_base"] = spec.api_base
     if spec.api_key_env:
         key = os.environ.get(spec.api_key_env)
