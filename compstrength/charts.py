@@ -19,7 +19,7 @@ from .files import home_dir
 
 # %% auto #0
 __all__ = ['enable_offline', 'save_chart', 'vega_bundle', 'embed_chart', 'fmt_num', 'strength_scatter', 'correlation_heatmap',
-           'coalition_lattice', 'interaction_heatmap', 'contribution_chart', 'training_curves']
+           'coalition_lattice', 'interaction_heatmap', 'contribution_chart', 'frontier_chart', 'training_curves']
 
 # %% ../nbs/07a_charts.ipynb #3789535c
 def enable_offline(renderer: str|None = None, # an Altair renderer name (default: `$COMPSTRENGTH_RENDERER`, else offline `jupyter`)
@@ -264,6 +264,34 @@ def contribution_chart(contributions: pd.DataFrame, # from `analysis.contributio
     ).properties(width=alt.Step(44), height=alt.Step(cell))
     title = "per-item contributions" + (f": {d.protocol.iloc[0]} × {d.task.iloc[0]}" if "protocol" in d else "")
     return alt.hconcat(grand, heat, spacing=4).resolve_scale(color="independent").properties(title=title)
+
+# %% ../nbs/07a_charts.ipynb #ff64b48d
+def frontier_chart(frontier: pd.DataFrame, # from `design.frontier` (one pool and task): protocol, system, size, cost, accuracy, frontier, heldout, heldout_ci_low/_high, measure
+                   width: int = 520, height: int = 300, # size in pixels
+                   title: str|None = None, # default: the pool and task
+                  ) -> alt.TopLevelMixin:
+    "Every system's cost and accuracy, the Pareto frontier, and the held-out accuracy of the best system within each frontier cost (CIs as error bars)."
+    need = ["protocol", "system", "size", "cost", "accuracy", "frontier", "heldout", "heldout_ci_low", "heldout_ci_high"]
+    miss = [c for c in need if c not in frontier.columns]
+    if miss: raise ValueError(f"frontier lacks columns {miss}: make it with design.frontier")
+    f = frontier[frontier.cost.notna() & (frontier.cost > 0)]
+    if not len(f): raise ValueError("no system with a recorded cost to draw")
+    measure = str(frontier.measure.iloc[0]) if "measure" in frontier else "cost"
+    protos = sorted(pd.unique(f.protocol))
+    color = alt.Color("protocol:N", scale=alt.Scale(domain=protos), legend=alt.Legend(orient="bottom", columns=6))
+    x = alt.X("cost:Q", scale=alt.Scale(type="log", nice=False), title=f"mean {measure} per item (log scale)")
+    tips = ["protocol:N", "system:N", "size:Q", alt.Tooltip("cost:Q", format=",.0f"), alt.Tooltip("accuracy:Q", format=".3f")]
+    pts = alt.Chart(f[["protocol", "system", "size", "cost", "accuracy"]]).mark_circle(size=18, opacity=0.25).encode(
+        x=x, y=alt.Y("accuracy:Q", title="accuracy per item"), color=color, tooltip=tips)
+    on = f[f.frontier.astype(bool)].sort_values("cost")[need]
+    line = alt.Chart(on).mark_line(interpolate="step-after", color="#555").encode(x=x, y="accuracy:Q")
+    held = alt.Chart(on).encode(x=x, color=color)
+    bars = held.mark_rule(strokeWidth=2).encode(y="heldout_ci_low:Q", y2="heldout_ci_high:Q")
+    dots = held.mark_point(filled=True, size=80, shape="diamond").encode(
+        y="heldout:Q", tooltip=[*tips, alt.Tooltip("heldout:Q", format=".3f", title="held out"),
+                                alt.Tooltip("heldout_ci_low:Q", format=".3f"), alt.Tooltip("heldout_ci_high:Q", format=".3f")])
+    if title is None: title = " × ".join(str(frontier[c].iloc[0]) for c in ("pool", "task") if c in frontier)
+    return alt.layer(pts, line, bars, dots).properties(width=width, height=height, title=title)
 
 # %% ../nbs/07a_charts.ipynb #19e7df5f
 def training_curves(log: pd.DataFrame, # C-RL log rows: kind, step, reward / mean_individual (train), system / policy_alone / shapley / protocol (eval)

@@ -458,8 +458,9 @@ def setting_record(item_values: dict, # frozenset → per-item scores, ∅ inclu
                    players: Sequence[str], # the pool, in bit order
                    items: Sequence[str], # the item ids, in the order of the arrays
                    protocol: str, family: str, task: str, # the setting
+                   asked: np.ndarray|None = None, # whose own answers each coalition paid for per item, 2^n × items by bitmask (`reuse.reuse_game`); None: -1, the calls are in the outcomes
                   ) -> tuple: # (coalitions: one row per coalition, games: one row per coalition and item)
-    "The setting's coalitions (mask, label, size, members, v(S), items) and its per-item game (mask, item, score), ∅ included."
+    "The setting's coalitions (mask, label, size, members, v(S), items) and its per-item game (mask, item, score, asked), ∅ included."
     players, items = list(players), list(items)
     cs = sorted(item_values, key=lambda c: mask_of(c, players))
     x = np.stack([np.asarray(item_values[c], dtype=float) for c in cs])
@@ -470,7 +471,8 @@ def setting_record(item_values: dict, # frozenset → per-item scores, ∅ inclu
                              value=x.mean(axis=1), n_items=len(items)))
     one = lambda v: pd.Categorical.from_codes(np.zeros(x.size, dtype=np.int8), [v])  # millions of rows in a study: categorical (`concat_rows`)
     games = pd.DataFrame(dict(protocol=one(protocol), task=one(task), mask=np.repeat(masks, len(items)),
-                              item=pd.Categorical.from_codes(np.tile(np.arange(len(items)), len(cs)), items), score=x.ravel()))
+                              item=pd.Categorical.from_codes(np.tile(np.arange(len(items)), len(cs)), items), score=x.ravel(),
+                              asked=np.full(x.size, -1, dtype=np.int64) if asked is None else np.asarray(asked, dtype=np.int64)[masks].ravel()))
     return coal, games
 
 # %% ../nbs/08_experiment.ipynb #c0ncat02

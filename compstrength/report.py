@@ -15,12 +15,14 @@ import pandas as pd
 
 from . import __version__
 from .analysis import correlations_table, verdict
-from .charts import correlation_heatmap, embed_chart, fmt_num, strength_scatter, vega_bundle
+from .charts import correlation_heatmap, embed_chart, fmt_num, frontier_chart, strength_scatter, vega_bundle
+from .design import best_systems, candidate_value, design_games, recommend
 
 # %% auto #0
 __all__ = ['COLUMN_NAMES', 'RULE_WORDS', 'POOL_COLUMN_NAMES', 'REPORT_CSS', 'inconclusive_reason', 'game_sentences',
            'exchangeability_sentences', 'finding_sentences', 'finding', 'settings_table', 'readable_table',
-           'games_table', 'grid_sentences', 'spread_sentences', 'family_sentences', 'pools_section', 'build_report']
+           'games_table', 'grid_sentences', 'spread_sentences', 'family_sentences', 'design_section', 'pools_section',
+           'build_report']
 
 # %% ../nbs/07b_report.ipynb #c3199977
 def _rule(level: float|None = None) -> dict:
@@ -512,6 +514,58 @@ def _html_table(df: pd.DataFrame, cls: str = "") -> str:
         for c, v in zip(df.columns, row)) + "</tr>" for row in df.itertuples(index=False))
     return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
+# %% ../nbs/07b_report.ipynb #2775c0c5
+def _ci(v, lo, hi, d: int = 3) -> str: return f"{fmt_num(v, d)} [{fmt_num(lo, d)}, {fmt_num(hi, d)}]"
+
+def design_section(res: dict, # the results: `games`, `coalitions` and `individual` (a study's or an experiment's record)
+                   level: float|None = None, # the CI level (default: the run's)
+                   repeats: int = 20, n_boot: int = 2000, seed: int = 0, # cross-fitting halvings and the bootstrap
+                  ) -> str: # the section's HTML ("" when the record holds no per-item game)
+    "The report's pool-design section: per pool and task the system to deploy (held out), the frontier chart, the best system of each size and what the strongest player adds."
+    if not isinstance(res.get("games"), pd.DataFrame) or not len(res["games"]) or not isinstance(res.get("coalitions"), pd.DataFrame): return ""
+    level = _rule(level if level is not None else res.get("level"))["level"]; pct = f"{level:.0%}"
+    groups: dict = {}
+    for g in design_games(res).values(): groups.setdefault((g.pool, g.task, tuple(g.items)), []).append(g)
+    if not groups: return ""
+    esc, kw = html.escape, dict(n_boot=n_boot, level=level, seed=seed)
+    blocks, sizes, adds = [], [], []
+    for n, ((pool, task, items), gs) in enumerate(groups.items()):
+        gs = sorted(gs, key=lambda g: g.protocol)
+        sent, tab = recommend(gs, repeats=repeats, **kw)
+        which = ", ".join(g.protocol for g in gs) + ("" if all(g.exact for g in gs) else f" (over the {max(len(g.masks) for g in gs) - 1} coalitions their record holds)")
+        chart = embed_chart(frontier_chart(tab, width=460, height=220, title=f"{pool} × {task}: {which}").configure_title(fontSize=12), f"chart-frontier-{n}") if tab.cost.notna().any() else ""
+        blocks.append(f"<h3>{esc(pool)} × {esc(task)}</h3><p>{esc(sent)}</p>{chart}")
+        for g in gs:
+            sizes.append(best_systems(g, repeats=repeats, **kw))
+            if g.exact:  # the strongest player alone, added to the pool of all the others
+                top = g.players[int(np.argmax([g.scores[list(g.masks).index(1 << k)].mean() for k in range(len(g.players))]))]
+                cv = candidate_value(g, top, repeats=repeats, **kw).set_index("question")
+                adds.append({"pool": pool, "protocol": g.protocol, "task": task, "strongest player": top, "items": len(items),
+                             "v(all) − v(the others) [CI]": _ci(cv.value["added"], cv.ci_low["added"], cv.ci_high["added"]),
+                             "its Shapley value [CI]": _ci(cv.value["shapley"], cv.ci_low["shapley"], cv.ci_high["shapley"]),
+                             "best pool without it, held out [CI]": _ci(cv.value["best_without"], cv.ci_low["best_without"], cv.ci_high["best_without"]),
+                             "best pool with it, held out [CI]": _ci(cv.value["best_with"], cv.ci_low["best_with"], cv.ci_high["best_with"])})
+    b = pd.concat(sizes, ignore_index=True)
+    best = pd.DataFrame({"pool": b.pool, "task": b.task, "protocol": b.protocol, "size": b["size"].astype(str), "chosen": b.chosen,
+                         "in sample [CI]": [_ci(*r) for r in zip(b.naive, b.naive_ci_low, b.naive_ci_high)],
+                         "held out [CI]": [_ci(*r) for r in zip(b.heldout, b.heldout_ci_low, b.heldout_ci_high)],
+                         "held-out gain over the best member [CI]": [_ci(*r) for r in zip(b.heldout_gain, b.heldout_gain_ci_low, b.heldout_gain_ci_high)],
+                         "optimism": [fmt_num(x) for x in b.optimism], "stability": [f"{x:.0%}" for x in b.stability],
+                         "cost (tokens/item)": [fmt_num(x, 0) for x in b.cost], "items": b.n_items})
+    cap = (f"Which system to deploy, from the per-item games (no model call). A chosen system's accuracy is cross-fitted: the items are "
+           f"halved at random, the choice is made on one half and scored on the other, then the halves swap ({repeats} halvings), so no item "
+           f"scores a choice it helped make; {pct} bootstrap CIs over items. The in-sample figure of the same choice stands beside it: the "
+           f"difference (optimism) is the winner's curse of picking the best of many coalitions on the items that score it. Upper bounds are "
+           f"left out: they read the gold answer. Costs are prompt and completion tokens per item, summed over the calls each system makes.")
+    details = [("The best system of each size", "Per setting and size: the coalition chosen on all items, its accuracy in sample and held out, "
+                "the held-out gain over the best member alone (paired over items), and how often the halves chose the same coalition.", best)]
+    if adds: details.append(("What the strongest player adds", "Per setting, the player with the highest accuracy alone, added to the pool of "
+                             "all the others: the system's accuracy with it minus without it (paired over items), its Shapley value, and the "
+                             "best deployable pool without it and with it allowed, both held out.", pd.DataFrame(adds)))
+    return (f'<section id="design"><h2>Which system to deploy</h2><p class="caption">{esc(cap)}</p>' + "".join(blocks)
+            + "".join(f'<details><summary>{esc(t)}</summary><p class="caption">{esc(c)}</p><div class="wrap">{_html_table(d)}</div></details>'
+                      for t, c, d in details) + "</section>")
+
 # %% ../nbs/07b_report.ipynb #c1fe4775
 POOL_COLUMN_NAMES = dict(dictator_games="dictator games", outside_family="outside Holm's family", mean_spearman="mean Spearman ρ",
                          individual_range_median="spread of individual strength (median over tasks)", individual_range_min="narrowest task",
@@ -669,6 +723,7 @@ def build_report(res: dict, # from `experiment.run_experiment`: values, correlat
          f'accuracy v(N) against its best member alone (paired {pct} CI), the best of every coalition against that member (the maximum over '
          f'the coalitions, so biased upward), whether one member fixes or explains v(S) (a dictator game), and how many players are at chance.'
          f'</p>{_html_table(games_table(pt), "games")}</section>' if "gain_ci_low" in pt else ""),
+        design_section(res, r["level"]),  # which system to deploy: "" without per-item games
         '<section id="charts"><h2>Charts</h2>' + "".join(f'<h3>{esc(t)}</h3><p class="caption">{esc(cap)}</p>{ch}' for t, cap, ch in charts)
         + ("" if charts else '<p class="caption">No tested setting to chart.</p>') + '</section>',
         '<section id="details"><h2>Detailed tables</h2>' + "".join(

@@ -21,8 +21,8 @@ from .proto_api import RouterModel, calibrate_cascade
 from .tasks import Item, Task, choice_letters, prompt_messages, score
 
 # %% auto #0
-__all__ = ['REUSE_PROTOCOLS', 'REUSE_VERSIONS', 'ANSWER_COLUMNS', 'check_reusable', 'aown_answers', 'own_answers', 'dev_answers',
-           'reuse_values', 'table_item_values', 'StandInPool']
+__all__ = ['REUSE_PROTOCOLS', 'REUSE_VERSIONS', 'ANSWER_COLUMNS', 'COST_COLUMNS', 'check_reusable', 'aown_answers', 'own_answers',
+           'dev_answers', 'reuse_game', 'reuse_values', 'table_item_values', 'StandInPool']
 
 # %% ../nbs/06a_reuse.ipynb #ac7f0090
 REUSE_PROTOCOLS = {c.name: c for c in (Cascade, TrainedRouter, OracleRouter, MajorityVote, WeightedVote)}
@@ -43,13 +43,14 @@ def check_reusable(protocol: Protocol, # a protocol object
 
 # %% ../nbs/06a_reuse.ipynb #b01c8931
 ANSWER_COLUMNS = ["task", "item", "member", "answer", "score", "confidence", "completion_tokens", "max_tokens", "error"]
+COST_COLUMNS = ["prompt_tokens", "latency", "cost"]  # what each answer cost: kept for pool design, not needed by the protocols
 
 async def aown_answers(client: ModelClient, # answers the calls (its cache and recording serve the protocols too)
                        task: Task, # the task
                        members: Sequence[str], # the members asked
                        items: Sequence[Item]|None = None, # the items asked (default: every item of `task`)
                        max_tokens: int = 320, # completion cap: the protocol's `max_tokens`
-                      ) -> pd.DataFrame: # one row per (member, item), columns `ANSWER_COLUMNS`
+                      ) -> pd.DataFrame: # one row per (member, item), columns `ANSWER_COLUMNS` then `COST_COLUMNS`
     "Each member's own answer to each item, asked with the protocols' request (`own_request`), from an event loop."
     items = list(task.items if items is None else items)
     for m in members: client.spec(m)  # an unknown name fails before any call
@@ -57,12 +58,14 @@ async def aown_answers(client: ModelClient, # answers the calls (its cache and r
         row = dict(task=task.name, item=it.id, member=m, max_tokens=max_tokens)
         try: c = await client.acomplete(m, **own_request(task, it, max_tokens))
         except ModelCallError as e:
-            return {**row, "answer": None, "score": float("nan"), "confidence": float("nan"), "completion_tokens": 0, "error": str(e)[:300]}
+            return {**row, "answer": None, "score": float("nan"), "confidence": float("nan"), "completion_tokens": 0, "error": str(e)[:300],
+                    "prompt_tokens": 0, "latency": float("nan"), "cost": float("nan")}
         return {**row, "answer": extract_answer(task, it, c.text) if task.kind != "code" else None,
                 "score": float(score(task, it, c.text).score), "confidence": confidence(c),
-                "completion_tokens": int(c.completion_tokens), "error": None}
+                "completion_tokens": int(c.completion_tokens), "error": None,
+                "prompt_tokens": int(c.prompt_tokens), "latency": float(c.latency), "cost": float(c.cost)}
     rows = await asyncio.gather(*(one(m, it) for m in members for it in items))
-    return pd.DataFrame(rows, columns=ANSWER_COLUMNS)
+    return pd.DataFrame(rows, columns=ANSWER_COLUMNS + COST_COLUMNS)
 
 # %% ../nbs/06a_reuse.ipynb #a4c154b2
 def own_answers(client: ModelClient, # answers the calls
@@ -136,8 +139,8 @@ def _vote(S: list, codes: np.ndarray, sc: np.ndarray, w: np.ndarray) -> np.ndarr
     return np.where(nw > 0, acc, sc[S[0]])  # nobody voted: the first member's reply
 
 # %% ../nbs/06a_reuse.ipynb #ec609a41
-def _cascade(S: list, sc, conf, err, dev_correct, dev_conf) -> np.ndarray:
-    "Per-item score of the calibrated cascade of members `S` (canonical indices, in order); a failed call reached gives NaN."
+def _cascade(S: list, sc, conf, err, dev_correct, dev_conf, bits=None) -> tuple:
+    "Per-item score of the calibrated cascade of members `S` (canonical indices, in order; a failed call reached gives NaN), and the members it asked (bitmask; member c is `bits[c]`, default bit c)."
     acc = [float(dev_correct[c].mean()) if len(dev_correct[c]) else 0.0 for c in S]
     order = sorted(range(len(S)), key=lambda i: (acc[i], i))  # weakest first; ties: canonical order
     th = calibrate_cascade([dev_correct[S[i]] for i in order], [dev_conf[S[i]] for i in order])
@@ -145,17 +148,23 @@ def _cascade(S: list, sc, conf, err, dev_correct, dev_conf) -> np.ndarray:
     for step in range(len(order) - 1, -1, -1):  # backwards: the first member whose confidence reaches its threshold answers
         j = S[order[step]]
         out = sc[j] if out is None else np.where(err[j] | (conf[j] >= th[step]), sc[j], out)  # a failed call stops the cascade
-    return out
+    bits = range(sc.shape[0]) if bits is None else bits
+    asked, going = np.zeros(sc.shape[1], dtype=np.int64), np.ones(sc.shape[1], dtype=bool)
+    for step, i in enumerate(order):  # forwards: every member up to the one that answers was asked (and paid)
+        j = S[i]
+        asked |= np.where(going, 1 << bits[j], 0)
+        going &= ~(err[j] | (conf[j] >= th[step])) if step < len(order) - 1 else False
+    return out, asked
 
 # %% ../nbs/06a_reuse.ipynb #af4ee908
-def _routed(S: list, sc, p, dev_acc) -> np.ndarray:
-    "Per-item score of the trained router over `S` (canonical indices, in order): highest P(correct), then dev accuracy, then order."
+def _routed(S: list, sc, p, dev_acc) -> tuple:
+    "Per-item score of the trained router over `S` (canonical indices, in order): highest P(correct), then dev accuracy, then order; and the member chosen."
     I = sc.shape[1]
     best, bp, bacc = np.full(I, S[0]), p[S[0]].copy(), np.full(I, dev_acc[S[0]])
     for c in S[1:]:  # `max` with key (p, dev accuracy, -index): a later member wins only when strictly better
         better = (p[c] > bp) | ((p[c] == bp) & (dev_acc[c] > bacc))
         best, bp, bacc = np.where(better, c, best), np.where(better, p[c], bp), np.where(better, dev_acc[c], bacc)
-    return sc[best, np.arange(I)]
+    return sc[best, np.arange(I)], best
 
 # %% ../nbs/06a_reuse.ipynb #d02b7b35
 _ROUTERS: dict = {}  # (features, seed, dev texts, one member's dev scores) -> {question: P(correct)}
@@ -179,15 +188,15 @@ def _empty_value(task: Task, empty_value) -> float:
     raise ValueError(f"empty_value must be a number or 'chance', not {empty_value!r}")
 
 # %% ../nbs/06a_reuse.ipynb #dc938acb
-def reuse_values(protocol: Protocol, # cascade, trained_router, oracle_router, majority_vote or weighted_vote, with its settings
+def reuse_game(protocol: Protocol, # cascade, trained_router, oracle_router, majority_vote or weighted_vote, with its settings
                  client: ModelClient, # the pool's client: its specs give the canonical member order (no call is made)
                  task: Task, # the task: its items, in order, are the columns
                  answers: pd.DataFrame, # the players' own answers to the task's items (`own_answers` with the protocol's `max_tokens`)
                  dev: pd.DataFrame|None = None, # their answers to the protocol's dev items (`dev_answers`); oracle_router and majority_vote need none
                  players: Sequence[str]|None = None, # the pool, player k being bit k (default: the answers' members, as first listed)
                  empty_value: float|str = 0.0, # v(∅): a number, or "chance" (as `CoalitionGame`)
-                ) -> np.ndarray: # per-item scores of every coalition, 2^n × items, by bitmask; NaN where a call failed
-    "Per-item scores of every coalition of `players` under `protocol`, from the members' own answers alone."
+                ) -> tuple: # (scores, asked): per-item scores of every coalition, 2^n × items, by bitmask, NaN where a call failed; and the members each asked, as a bitmask
+    "Per-item scores of every coalition of `players` under `protocol`, from the members' own answers alone, and whose answers each coalition paid for."
     name = check_reusable(protocol)
     players = list(pd.unique(answers.member) if players is None else players)
     if not players: raise ValueError("the pool is empty")
@@ -215,18 +224,32 @@ def reuse_values(protocol: Protocol, # cascade, trained_router, oracle_router, m
         ok = [c for c in range(n) if not dev_err[c]]
         pred = _router_predictions(protocol, dt, {canon[c]: dev_correct[c] for c in ok}, [item_text(task, it) for it in task])
         prob = np.array([[q[canon[c]] for q in pred] if c in ok else np.full(I, np.nan) for c in range(n)])
-    out = np.empty((1 << n, I))
+    out, asked = np.empty((1 << n, I)), np.zeros((1 << n, I), dtype=np.int64)
     out[0] = _empty_value(task, empty_value)
     for mask in range(1, 1 << n):
         S = [c for c in range(n) if mask >> bit[c] & 1]  # the coalition in canonical order
-        if len(S) == 1: out[mask] = sc[S[0]]; continue  # a singleton is the member's own answer
+        if len(S) == 1: out[mask], asked[mask] = sc[S[0]], mask; continue  # a singleton is the member's own answer
         if calibrates and dev_err[S].any(): out[mask] = np.nan; continue
-        if name == "cascade": out[mask] = _cascade(S, sc, conf, err, dev_correct, dev_conf)
-        elif name == "trained_router": out[mask] = _routed(S, sc, prob, dev_acc)
+        if name == "cascade": out[mask], asked[mask] = _cascade(S, sc, conf, err, dev_correct, dev_conf, bit)
+        elif name == "trained_router":
+            out[mask], chosen = _routed(S, sc, prob, dev_acc)
+            asked[mask] = np.left_shift(1, np.asarray(bit)[chosen])  # the router asks the one member it picks
         else:  # every member is asked: any failure fails the item
             v = sc[S].max(axis=0) if name == "oracle_router" else _vote(S, codes, sc, w)
-            out[mask] = np.where(err[S].any(axis=0), np.nan, v)
-    return out
+            out[mask], asked[mask] = np.where(err[S].any(axis=0), np.nan, v), mask
+    return out, asked
+
+# %% ../nbs/06a_reuse.ipynb #1aa2407f
+def reuse_values(protocol: Protocol, # cascade, trained_router, oracle_router, majority_vote or weighted_vote, with its settings
+                 client: ModelClient, # the pool's client: its specs give the canonical member order (no call is made)
+                 task: Task, # the task: its items, in order, are the columns
+                 answers: pd.DataFrame, # the players' own answers to the task's items (`own_answers` with the protocol's `max_tokens`)
+                 dev: pd.DataFrame|None = None, # their answers to the protocol's dev items (`dev_answers`); oracle_router and majority_vote need none
+                 players: Sequence[str]|None = None, # the pool, player k being bit k (default: the answers' members, as first listed)
+                 empty_value: float|str = 0.0, # v(∅): a number, or "chance" (as `CoalitionGame`)
+                ) -> np.ndarray: # per-item scores of every coalition, 2^n × items, by bitmask; NaN where a call failed
+    "Per-item scores of every coalition of `players` under `protocol`, from the members' own answers alone (`reuse_game` without the calls)."
+    return reuse_game(protocol, client, task, answers, dev, players, empty_value)[0]
 
 # %% ../nbs/06a_reuse.ipynb #4721eadc
 def table_item_values(table: np.ndarray, # from `reuse_values`: 2^n × items, by bitmask

@@ -27,7 +27,7 @@ from .analysis import (correlations_table, family_sensitivity, fork_map, grid_ta
 from .attribution import ESTIMATOR, attribute, attribute_items, bootstrap_ci
 from .protocols import (PROTOCOLS, Protocol, ProtocolError, available_protocols, dev_task, extract_answer, get_protocol,
                                     own_request)
-from .reuse import dev_answers, own_answers, reuse_values, table_item_values
+from .reuse import dev_answers, own_answers, reuse_game, reuse_values, table_item_values
 from .tasks import TASKS, Item, Task, load_task, score
 
 # %% auto #0
@@ -267,7 +267,8 @@ def agreement_table(answers: pd.DataFrame, # own answers: columns member, item, 
 
 # %% ../nbs/09_study.ipynb #b703a27e
 def player_table(players: Sequence[ModelSpec], # the study's players (`study_players`)
-                ) -> pd.DataFrame: # one row per player: its weights, prompt, decoding, and what sets it apart from the others
+                 prices: dict|None = None, # player → USD per million tokens, prompt and completion (`[players.NAME] cost`); pool design prices calls with it
+                ) -> pd.DataFrame: # one row per player: its weights, prompt, decoding, price, and what sets it apart from the others
     "Who each player is, and what makes it a player of its own: its weights, or its prompt style and decoding when it shares them."
     show = dict(style="prompt style", prompt_format="prompt format", temperature="temperature", seed="seed", max_tokens="token cap")
     rows = []
@@ -282,7 +283,8 @@ def player_table(players: Sequence[ModelSpec], # the study's players (`study_pla
             apart = f"same weights as {who}; its own " + ", ".join(own or ["defaults"])
         rows.append(dict(player=p.name, weights=p.model.split("/", 1)[-1], parameters=p.parameters, prompt_format=p.prompt_format, style=p.style,
                          temperature="default" if p.temperature is None else p.temperature, seed="default" if p.seed is None else p.seed,
-                         token_cap="the task's" if p.max_tokens is None else p.max_tokens, distinct_by=apart))
+                         token_cap="the task's" if p.max_tokens is None else p.max_tokens,
+                         price_per_mtok=float("nan") if (prices or {}).get(p.name) is None else float(prices[p.name]), distinct_by=apart))
     return pd.DataFrame(rows)
 
 # %% ../nbs/09_study.ipynb #53ba9f67
@@ -379,14 +381,14 @@ def study_results(cfg: StudyConfig, # from `load_study`
                 proto = protos[pname]
                 if proto.uses_dev and dev is None:  # the requests of `reuse.dev_answers`, from the store
                     dt = dev_task(full, proto.n_dev, proto.seed); dev = store.answers(dt, dt.items, names, proto.max_tokens)
-                table = reuse_values(proto, client, t, answers, dev if proto.uses_dev else None, names, empty_value=e.empty_value)
+                table, asked = reuse_game(proto, client, t, answers, dev if proto.uses_dev else None, names, empty_value=e.empty_value)
                 iv = table_item_values(table, names)
                 vt = values_table(iv, names, n_boot=e.n_boot, level=e.level, seed=e.seed, individual=own)
                 key = (r.pool, proto.name, proto.family, r.task)
                 f = game_flags(iv, names, own, guessing, n_boot=e.n_boot, level=e.level, seed=e.seed)
                 out["settings"].append((key, vt)); out["flags"].append((key, f))
                 out["pairs"].append(pairwise_table(vt, n_boot=e.n_boot, level=e.level, seed=e.seed).assign(pool=r.pool, protocol=proto.name, family=proto.family, task=r.task))
-                c, gm = setting_record(iv, names, [it.id for it in t], proto.name, proto.family, r.task)  # every v(S), and the per-item game
+                c, gm = setting_record(iv, names, [it.id for it in t], proto.name, proto.family, r.task, asked)  # every v(S), the per-item game and whose answers it paid for
                 out["coal"].append(c.assign(pool=r.pool)); out["games"].append(pooled(gm, r.pool))
                 out["ptab"].append(pd.DataFrame([dict(pool=r.pool, **protocol_row(proto.name, proto.family, proto.upper_bound, r.task, len(t), f, len(names)))]))
                 half = (vt.shapley_ci_high - vt.shapley_ci_low) / 2
@@ -447,6 +449,6 @@ def study_results(cfg: StudyConfig, # from `load_study`
                 coalitions=_first(got["coal"]), games=_first(got["games"]),
                 chance=pd.concat(got["chance"], ignore_index=True), flags=flags, settings=settings,
                 agreement=pd.concat(got["agree"], ignore_index=True) if got["agree"] else pd.DataFrame(),
-                stopping=stopping_table(cfg, dict(got["status"]), progress), players=player_table(specs), level=e.level,
+                stopping=stopping_table(cfg, dict(got["status"]), progress), players=player_table(specs, {n: pc.cost for n, pc in cfg.players.items()}), level=e.level,
                 pending=pd.DataFrame(got["pending"], columns=["pool", "protocols", "tasks", "recording", "why"]),
                 seconds=time.perf_counter() - t0, requests=sum(p["requests"] for p in parts), model_calls=sum(p["calls"] for p in parts))

@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = REPO/"test-artifacts"
 CHART_TIMEOUT_MS = 60_000
-SECTIONS = ["pools", "finding", "settings", "games", "charts", "details", "run-facts"]  # the paper's table of pools first
+SECTIONS = ["pools", "finding", "settings", "games", "design", "charts", "details", "run-facts"]  # the paper's table of pools first
 
 
 @pytest.fixture(scope="module")
@@ -54,18 +54,21 @@ def test_report_in_chromium(report):
             page.route("**/*", route)
             page.goto(report.as_uri())
             charts = page.locator(".cs-chart")
-            assert charts.count() == 2, f"{charts.count()} chart places in the page, expected the scatter and the heatmap"
+            frontiers = page.locator(".cs-chart[id^='chart-frontier-']").count()       # pool design: one frontier per pool and task
+            assert frontiers >= 1 and charts.count() == 2 + frontiers, f"{charts.count()} chart places, {frontiers} frontiers: expected the scatter, the heatmap and the frontiers"
             page.wait_for_function("() => [...document.querySelectorAll('.cs-chart')].every(c => c.querySelector('svg.marks'))",
                                    timeout=CHART_TIMEOUT_MS)
             marks = page.evaluate("() => [...document.querySelectorAll('.cs-chart svg.marks')].map(s => s.querySelectorAll('path, rect, text').length)")
-            assert len(marks) == 2 and min(marks) > 20, marks                  # drawn, not an empty frame
+            assert len(marks) == 2 + frontiers and min(marks) > 20, marks      # drawn, not an empty frame
             order = page.evaluate("() => [...document.querySelectorAll('section[id], footer[id]')].map(e => e.id)")
             assert order == SECTIONS, order
-            tops = page.evaluate("() => ['finding', 'settings', 'charts', 'details'].map(i => document.getElementById(i).getBoundingClientRect().top)")
+            tops = page.evaluate("() => ['finding', 'settings', 'design', 'charts', 'details'].map(i => document.getElementById(i).getBoundingClientRect().top)")
             assert tops == sorted(tops), tops                                     # and they appear in that order on screen
             finding = page.inner_text("#finding p")
             assert re.match(r"(Of the \d+ settings tested|In the one setting tested|No setting was tested)", finding), finding[:200]
             assert re.search(r"\d+\.\d\d to \d+\.\d\d", finding), "the finding gives a CI"
+            design = page.inner_text("#design")
+            assert "held out" in design and re.search(r"CI -?\d\.\d{3} to -?\d\.\d{3}", design), design[:300]   # each recommendation with its CI
             page.screenshot(path=str(shot), full_page=True)                        # as a reader first sees it: tables folded
             print(f"\n[report] screenshot: {shot}")
             page.evaluate("() => document.querySelectorAll('#details details').forEach(d => d.open = true)")  # the folded tables count too

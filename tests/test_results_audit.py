@@ -151,3 +151,20 @@ def test_dictator_flags_follow_their_stated_rule(record):
         assert (flagged if isinstance(flagged, str) else "") in (dictators or {""}), (key, flagged, dictators)
         if not pt.loc[key, "upper_bound"]:
             assert (main.loc[key, "verdict"] == "dictator game") == bool(dictators), key
+
+
+def test_whom_each_system_paid_for_follows_its_protocol(record):
+    "`asked`, the members whose answers a system paid for on an item: a vote and the oracle ask the whole coalition, the trained router one member of it, a cascade some of it and at least one; a coalition game's calls are in outcomes.csv (-1)."
+    g = record["games"]
+    assert "asked" in g, "games.csv.gz lacks the asked column"
+    a, m = g["asked"].to_numpy(np.int64), g["mask"].to_numpy(np.int64)
+    reuse = a >= 0
+    assert ((a[reuse] & ~m[reuse]) == 0).all()                                     # nobody outside the coalition
+    n = np.zeros(len(a), dtype=np.int64)
+    for k in range(16): n += (a >> k) & 1
+    for proto, rule in (("majority_vote", lambda: a == m), ("weighted_vote", lambda: a == m), ("oracle_router", lambda: a == m),
+                        ("trained_router", lambda: n == (m > 0)), ("cascade", lambda: (n >= 1) == (m > 0))):
+        sel = (g.protocol == proto).to_numpy()
+        if sel.any(): assert reuse[sel].all() and rule()[sel].all(), proto
+    calls = ~g.protocol.isin(["majority_vote", "weighted_vote", "oracle_router", "trained_router", "cascade"]).to_numpy()
+    assert (a[calls] == -1).all()
