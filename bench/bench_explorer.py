@@ -14,7 +14,14 @@ harness of `tests/test_notebook_e2e.py`), and Playwright switches the explorer's
 through every protocol twice, timing each switch from `select_option` until the new chart's
 title is drawn in the SVG (first pass: first visits; second pass: memoised revisits).
 
-Usage: .venv/bin/python bench/bench_explorer.py [--repeat 3] [--browser]
+The Design view (`widgets.DesignView`, the "Design" tab of `explore` over a record with per-item games) is
+timed on the committed study's record (`study_results(load_study())`, replayed: 8 players, 4 protocols, 996
+systems on 500 items per task): each step sets a control's `.value` (the budget, the size, the task, the cost
+measure) and the time is measured until the chart, the recommendation sentence and the table are updated
+(`DesignView.refresh`: `design.frontier`, kept per pool, task, protocols and measure, `design.recommend` with the
+library's defaults, 20 halvings and 2000 bootstrap resamples, and the chart's spec). `--no-design` skips it.
+
+Usage: .venv/bin/python bench/bench_explorer.py [--repeat 3] [--browser] [--no-design]
 """
 import argparse, os, sys, tempfile, time, statistics
 from pathlib import Path
@@ -26,7 +33,7 @@ import altair as alt
 from compstrength.analysis import coalition_table, contribution_table, interaction_table
 from compstrength.charts import coalition_lattice, contribution_chart, interaction_heatmap, strength_scatter
 from compstrength.experiment import ExperimentConfig, load_config, run_experiment
-from compstrength.widgets import explore
+from compstrength.widgets import DesignView, explore
 
 STEPS = [("protocol", "cascade"), ("task", "arithmetic"), ("estimator", "loo"), ("estimator", "banzhaf"),
          ("estimator", "permutation"), ("budget", 128), ("estimator", "kernel"), ("estimator", "shapley"),
@@ -34,8 +41,38 @@ STEPS = [("protocol", "cascade"), ("task", "arithmetic"), ("estimator", "loo"), 
          ("protocol", "weighted_vote"), ("task", "gsm8k"), ("protocol", "trained_router"), ("protocol", "logit_fusion"),
          ("members", ("smollm2-135m", "gemma3-270m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b")), ("protocol", "cascade")]
 
+# the Design view's steps: (control, value); "limit" ticks "within a budget" (the slider starts at the median cost)
+DESIGN_STEPS = [("limit", True), ("budget", 300.0), ("budget", 600.0), ("k", 3), ("budget", 150.0), ("k", 0),
+                ("task", "mmlu"), ("budget", 400.0), ("task", "arithmetic1k"), ("budget", 250.0), ("task", "gsm8k"),
+                ("budget", 300.0), ("measure", "seconds"), ("measure", "tokens"), ("protocols", ("cascade",))]
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def design_bench(repeat: int) -> tuple:
+    "Widget change -> updated Design view, on the committed study's record; (per-step rows, seconds to load the record and build the view)."
+    from compstrength.config import load_study
+    from compstrength.design import design_games
+    from compstrength.study import study_results
+    t0 = time.perf_counter()
+    games = design_games(study_results(load_study()))
+    t_games = time.perf_counter() - t0
+    rows, t_build = [], []
+    for rep in range(repeat):
+        t0 = time.perf_counter()
+        dv = DesignView(games, task="gsm8k")
+        t_build.append(time.perf_counter() - t0)
+        seen = {dv.selection}
+        for name, value in DESIGN_STEPS:
+            w = getattr(dv, name)
+            t0 = time.perf_counter()
+            w.value = value
+            dt = time.perf_counter() - t0
+            assert "updated in" in dv.status.value, dv.status.value
+            kind = "task" if name == "task" else "budget" if name in ("limit", "budget") else "other"
+            rows.append(dict(rep=rep, change=f"{name} = {value}", kind=kind, revisit=dv.selection in seen, design_s=dt))
+            seen.add(dv.selection)
+    return pd.DataFrame(rows), t_games, statistics.median(t_build)
 
 
 def browser_bench() -> pd.DataFrame:
@@ -72,6 +109,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=3, help="passes over the steps (fresh explorer each pass)")
     ap.add_argument("--browser", action="store_true", help="also time protocol switches in JupyterLab in headless Chromium")
+    ap.add_argument("--no-design", action="store_true", help="skip the Design view's timings (they load the committed study's record)")
     a = ap.parse_args()
     cfg = load_config()
     cache = tempfile.mkdtemp()
@@ -127,6 +165,24 @@ def main():
         print("\n## In the browser: protocol switch -> new chart drawn (JupyterLab, headless Chromium)\n")
         print(b.groupby("revisit").browser_s.agg(median="median", p90=lambda s: s.quantile(0.9), max="max", n="count")
               .round(3).rename(index={False: "first visit", True: "revisit (memoised)"}).to_string())
+
+
+    if not a.no_design:
+        d, t_games, t_build = design_bench(a.repeat)
+        print(f"\n## Design view: widget change -> updated chart, recommendation and table, on the committed study's record "
+              f"({a.repeat} passes x {len(DESIGN_STEPS)} changes; defaults: 20 halvings, 2000 bootstrap resamples)\n")
+        print(f"record loaded and read by design_games in {t_games:.1f} s; DesignView built (first frontier and recommendation) in {t_build:.3f} s (median)\n")
+        print(d.groupby("change", sort=False).design_s.agg(["median", "max"]).mul(1000).round(1).add_suffix(" ms").to_string())
+        print()
+        first = d[~d.revisit]
+        summ = [dict(path=f"design view, {k} change, first visit", median_s=round(x.design_s.median(), 3), p90_s=round(x.design_s.quantile(0.9), 3),
+                     max_s=round(x.design_s.max(), 3), n=len(x)) for k, x in first.groupby("kind", sort=False)]
+        if d.revisit.any():
+            x = d[d.revisit]
+            summ.append(dict(path="design view, revisit (memoised)", median_s=round(x.design_s.median(), 3), p90_s=round(x.design_s.quantile(0.9), 3),
+                             max_s=round(x.design_s.max(), 3), n=len(x)))
+        print(pd.DataFrame(summ).to_string(index=False))
+        print(f"\nshare of Design view changes under 1 s: {(d.design_s < 1).mean():.0%}")
 
 
 if __name__ == "__main__":

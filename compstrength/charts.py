@@ -266,9 +266,11 @@ def contribution_chart(contributions: pd.DataFrame, # from `analysis.contributio
     return alt.hconcat(grand, heat, spacing=4).resolve_scale(color="independent").properties(title=title)
 
 # %% ../nbs/07a_charts.ipynb #ff64b48d
-def frontier_chart(frontier: pd.DataFrame, # from `design.frontier` (one pool and task): protocol, system, size, cost, accuracy, frontier, heldout, heldout_ci_low/_high, measure
-                   width: int = 520, height: int = 300, # size in pixels
+def frontier_chart(frontier: pd.DataFrame, # from `design.frontier`: protocol, system, size, cost, accuracy, frontier, heldout, heldout_ci_low/_high, measure
+                   width: int = 520, height: int = 300, # size in pixels (of each panel)
                    title: str|None = None, # default: the pool and task
+                   facet: str|None = None, # a column to draw one panel per value of (several pools and tasks in one chart)
+                   columns: int = 3, # panels per row, with `facet`
                   ) -> alt.TopLevelMixin:
     "Every system's cost and accuracy, the Pareto frontier, and the held-out accuracy of the best system within each frontier cost (CIs as error bars)."
     need = ["protocol", "system", "size", "cost", "accuracy", "frontier", "heldout", "heldout_ci_low", "heldout_ci_high"]
@@ -281,17 +283,18 @@ def frontier_chart(frontier: pd.DataFrame, # from `design.frontier` (one pool an
     color = alt.Color("protocol:N", scale=alt.Scale(domain=protos), legend=alt.Legend(orient="bottom", columns=6))
     x = alt.X("cost:Q", scale=alt.Scale(type="log", nice=False), title=f"mean {measure} per item (log scale)")
     tips = ["protocol:N", "system:N", "size:Q", alt.Tooltip("cost:Q", format=",.0f"), alt.Tooltip("accuracy:Q", format=".3f")]
-    pts = alt.Chart(f[["protocol", "system", "size", "cost", "accuracy"]]).mark_circle(size=18, opacity=0.25).encode(
-        x=x, y=alt.Y("accuracy:Q", title="accuracy per item"), color=color, tooltip=tips)
-    on = f[f.frontier.astype(bool)].sort_values("cost")[need]
-    line = alt.Chart(on).mark_line(interpolate="step-after", color="#555").encode(x=x, y="accuracy:Q")
-    held = alt.Chart(on).encode(x=x, color=color)
-    bars = held.mark_rule(strokeWidth=2).encode(y="heldout_ci_low:Q", y2="heldout_ci_high:Q")
-    dots = held.mark_point(filled=True, size=80, shape="diamond").encode(
-        y="heldout:Q", tooltip=[*tips, alt.Tooltip("heldout:Q", format=".3f", title="held out"),
-                                alt.Tooltip("heldout_ci_low:Q", format=".3f"), alt.Tooltip("heldout_ci_high:Q", format=".3f")])
+    base = alt.Chart(f[need + ([facet] if facet else [])].assign(frontier=f.frontier.astype(bool)))  # one dataset: the frontier layers filter it
+    pts = base.mark_circle(size=18, opacity=0.25).encode(x=x, y=alt.Y("accuracy:Q", title="accuracy per item"), color=color, tooltip=tips)
+    on = base.transform_filter("datum.frontier")
+    line = on.mark_line(interpolate="step-after", color="#555").encode(x=x, y="accuracy:Q", order="cost:Q")
+    bars = on.mark_rule(strokeWidth=2).encode(x=x, color=color, y="heldout_ci_low:Q", y2="heldout_ci_high:Q")
+    dots = on.mark_point(filled=True, size=80, shape="diamond").encode(
+        x=x, color=color, y="heldout:Q", tooltip=[*tips, alt.Tooltip("heldout:Q", format=".3f", title="held out"),
+                                                   alt.Tooltip("heldout_ci_low:Q", format=".3f"), alt.Tooltip("heldout_ci_high:Q", format=".3f")])
+    chart = alt.layer(pts, line, bars, dots)
+    if facet: return chart.properties(width=width, height=height).facet(facet=alt.Facet(f"{facet}:N", title=None), columns=columns).properties(title=title or "")
     if title is None: title = " × ".join(str(frontier[c].iloc[0]) for c in ("pool", "task") if c in frontier)
-    return alt.layer(pts, line, bars, dots).properties(width=width, height=height, title=title)
+    return chart.properties(width=width, height=height, title=title)
 
 # %% ../nbs/07a_charts.ipynb #19e7df5f
 def training_curves(log: pd.DataFrame, # C-RL log rows: kind, step, reward / mean_individual (train), system / policy_alone / shapley / protocol (eval)

@@ -1,4 +1,4 @@
-"""`compstrength run`, `compstrength protocols`, `compstrength attribute`, `compstrength study collect|status`, `compstrength pool fetch|up|down|status`, `compstrength smoke` and `compstrength docs`
+"""`compstrength run`, `compstrength protocols`, `compstrength attribute`, `compstrength design`, `compstrength study collect|status`, `compstrength pool fetch|up|down|status`, `compstrength smoke` and `compstrength docs`
 
 Docs: https://compstrength.github.io/compstrength/cli.html.md"""
 
@@ -7,33 +7,23 @@ Docs: https://compstrength.github.io/compstrength/cli.html.md"""
 # %% ../nbs/13_cli.ipynb #1425e7cf
 from __future__ import annotations
 import argparse, contextlib, json, signal, sys, tempfile, threading, time, tomllib
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+import numpy as np
 import pandas as pd
-import tomlkit
 
-from .files import ChecksumError, fetch_model
-from .models import ModelClient, ModelDownError, ReplayMissError, UnknownModelError, run_sync
-from .local import MEMBERS, SERVERS, LocalPool, local_pool, pool_state_file, pool_status, read_state, stop_pid
-from .vllm_env import PortInUseError, VLLMMissingError
-from .tasks import TaskError, load_task, prompt_messages, score, task_table
-from .protocols import ProtocolError, protocol_declarations
+from .files import project_root
 from .attribution import METHODS, attribute, parse_coalition
 from .contract import DEFAULT_BASE, DEFAULT_HOST, DEFAULT_PORT
-from .config import StudyError, load_study, migrate_experiment, migrate_study, study_players
-from .experiment import ConfigError, call_groups, write_results
-from .files import project_root
-from .protocols import dev_task
-from .reuse import own_answers
-from .report import finding, games_table, settings_table
-from .moco import MocoLogError, import_moco, moco_logs
-from .study import (agreement_table, collect, collection_cost, stopping_rule, stopping_table, study_folder, study_progress,
-                                study_results, study_status)
+from .design import MEASURES, best_systems, candidate_value, design_games, recommend
+if TYPE_CHECKING: from compstrength.models import ModelClient  # the LLM client: each command that calls models imports it when it runs
 
 # %% auto #0
 __all__ = ['USER_ERRORS', 'smoke_run', 'smoke_summary', 'cmd_pool', 'cmd_smoke', 'cmd_run', 'cmd_study', 'cmd_config',
-           'cmd_protocols', 'cmd_tasks', 'cmd_import_moco', 'InputError', 'cmd_attribute', 'cmd_docs', 'cmd_vllm',
-           'cmd_serve_trainer', 'cli_parser', 'main']
+           'cmd_protocols', 'cmd_tasks', 'cmd_import_moco', 'InputError', 'cmd_attribute', 'design_table', 'cmd_design',
+           'cmd_docs', 'cmd_vllm', 'cmd_serve_trainer', 'cli_parser', 'main']
 
 # %% ../nbs/13_cli.ipynb #eb770a38
 def smoke_run(client: ModelClient, # a client over the pool
@@ -42,6 +32,8 @@ def smoke_run(client: ModelClient, # a client over the pool
               max_tokens: int = 320, # completion cap
              ) -> pd.DataFrame: # model, task, item, gold, extracted, score, error, reply, latency, cached
     "Ask every pool member a few items of each task; one row per (member, item)."
+    from compstrength.models import run_sync
+    from compstrength.tasks import load_task, prompt_messages, score
     loaded = {n: load_task(n, split="test", limit=k, seed=seed) for n, k in tasks.items()}  # all validated first
     client.check()
     reqs, keys = [], []
@@ -80,11 +72,13 @@ def _print_table(rows: list[dict], # one dict per row
 def cmd_pool(a: argparse.Namespace, # `action` (fetch, up, down or status), `members`, `json`, `wait`, `server`, `slots`, `threads`
             ) -> int: # the exit code
     "`compstrength pool`: fetch the embedded models, start or stop their servers, or report them."
+    from compstrength.files import fetch_model
+    from compstrength.local import MEMBERS, SERVERS, LocalPool, pool_state_file, pool_status, read_state, stop_pid
     members = a.members or list(MEMBERS)
     if a.action == "fetch":
         for m in members: print(f"{m}: {fetch_model(m)} (sha256 ok)")
     elif a.action == "up":
-        pool = LocalPool(members, server=getattr(a, "server", SERVERS[0]), slots=getattr(a, "slots", 1),
+        pool = LocalPool(members, server=getattr(a, "server", None) or SERVERS[0], slots=getattr(a, "slots", 1),
                          n_threads=getattr(a, "threads", None), port=getattr(a, "port", None),
                          lora_rank=getattr(a, "lora_rank", None)).up(detach=not a.wait)
         _print_table(pool_status(members, servers=pool.servers), ["name", "litellm_model", "api_base", "server", "slots", "sha256_ok", "up"])
@@ -109,6 +103,8 @@ def cmd_pool(a: argparse.Namespace, # `action` (fetch, up, down or status), `mem
 def cmd_smoke(a: argparse.Namespace, # `members` and `limit`
              ) -> int: # 0, or 1 if any member failed
     "`compstrength smoke`: ask every member of the live pool a few items and print the answers."
+    from compstrength.local import local_pool
+    from compstrength.models import ModelClient
     with local_pool(a.members) as pool:
         client = ModelClient(pool.specs())
         t0 = time.perf_counter()
@@ -127,6 +123,7 @@ def cmd_smoke(a: argparse.Namespace, # `members` and `limit`
 def _write_moco_logs(a: argparse.Namespace, res: dict):
     "With `--moco-logs DIR`: the run's outcomes as MoCo-format logs, one per (protocol, task, coalition)."
     if getattr(a, "moco_logs", None):
+        from compstrength.moco import moco_logs
         files = moco_logs(res["outcomes"], a.moco_logs, res.get("individual"))
         print(f"{len(files)} MoCo-format logs in {a.moco_logs}/")
 
@@ -135,6 +132,7 @@ def _write_moco_logs(a: argparse.Namespace, res: dict):
 def _study_pool(cfg, mode: str):
     "The embedded members' servers of a study, started (or reused) for a live run: their specs; None for a replay."
     if mode == "replay" or not cfg.embedded: yield None; return
+    from compstrength.local import local_pool
     with local_pool(cfg.embedded, server=cfg.serve.server, slots=cfg.serve.slots) as pool: yield pool.specs()
 
 def _mode(a: argparse.Namespace) -> str:
@@ -150,6 +148,7 @@ def _limited(cfg, n: int):
 
 def _print_study(res: dict, cfg, mode: str, out: Path):
     "The run's tables, in the order a reader checks them: the paper's table, the players, the games, the settings, the finding."
+    from compstrength.report import finding, games_table, settings_table
     pd.set_option("display.width", 220); pd.set_option("display.max_colwidth", 90)
     e, np_ = cfg.evaluation, {p: len(v) for p, v in cfg.pools.items()}
     print(f"study {cfg.path or '(in code)'}: {len(cfg.pools)} pool(s) ({', '.join(f'{p}: {n} players' for p, n in np_.items())}), "
@@ -194,6 +193,10 @@ def _print_study(res: dict, cfg, mode: str, out: Path):
 def cmd_run(a: argparse.Namespace, # `config`, `live`, `record`, `extend`, `limit`, `out` and `moco_logs`
            ) -> int: # 0, or 1 if any coalition failed
     "`compstrength run`: the study of a config (default: configs/study.toml): collect what a live run lacks, analyse every setting, write the results and the report, print the tables."
+    from compstrength.config import load_study, study_players
+    from compstrength.experiment import write_results
+    from compstrength.models import ModelClient
+    from compstrength.study import collect, stopping_rule, study_results
     path = Path(a.config) if a.config else (project_root() or Path.cwd())/"configs"/"study.toml"
     if getattr(a, "moco_logs", None): Path(a.moco_logs).mkdir(parents=True, exist_ok=True)  # a folder we cannot write fails before any model call
     cfg = load_study(path)  # every format, validated before any model call
@@ -213,6 +216,7 @@ def cmd_run(a: argparse.Namespace, # `config`, `live`, `record`, `extend`, `limi
 # %% ../nbs/13_cli.ipynb #e38bb58b
 def _study_report(cfg, client) -> pd.DataFrame:
     "Per pool and task: progress, and the widest Shapley CI half-width on the recorded items, with the stopping rule's verdict."
+    from compstrength.study import stopping_table, study_progress, study_status
     pr = study_progress(cfg)
     status = {(r.pool, r.task): study_status(cfg, client, r.pool, r.task, r.items) for r in pr.itertuples() if r.items and r.dev}
     return stopping_table(cfg, status, pr).round(4)
@@ -220,6 +224,12 @@ def _study_report(cfg, client) -> pd.DataFrame:
 def cmd_study(a: argparse.Namespace, # `action` (collect or status), `config`, `hours`
              ) -> int: # the exit code
     "`compstrength study`: collect a study's batches live (resumable), or report where it stands from its recording."
+    from compstrength.config import load_study, study_players
+    from compstrength.models import ModelClient
+    from compstrength.protocols import dev_task
+    from compstrength.reuse import own_answers
+    from compstrength.tasks import load_task
+    from compstrength.study import agreement_table, collect, collection_cost, stopping_rule, study_folder, study_progress
     cfg = load_study(a.config)
     if a.action == "collect":
         with _study_pool(cfg, "live") as bases:
@@ -253,6 +263,9 @@ def cmd_study(a: argparse.Namespace, # `action` (collect or status), `config`, `
 def cmd_config(a: argparse.Namespace, # `action` (check or migrate), `file`, `out`
               ) -> int: # the exit code
     "`compstrength config check|migrate FILE`: validate a config (any format), or write a file of an earlier format in the study schema."
+    import tomlkit
+    from compstrength.config import load_study, migrate_experiment, migrate_study
+    from compstrength.experiment import ConfigError, call_groups
     path = Path(a.file)
     cfg = load_study(path)  # validated, and migrated in memory: a bad file fails here, before anything is written
     if a.action == "check":
@@ -280,6 +293,7 @@ def cmd_config(a: argparse.Namespace, # `action` (check or migrate), `file`, `ou
 def cmd_protocols(a: argparse.Namespace, # `json`
                  ) -> int: # the exit code
     "`compstrength protocols`: the protocols' declarations, as a table or as JSON."
+    from compstrength.protocols import protocol_declarations
     rows = protocol_declarations()
     if a.json: print(json.dumps(rows, indent=1)); return 0
     df = pd.DataFrame(rows)
@@ -296,6 +310,7 @@ def cmd_protocols(a: argparse.Namespace, # `json`
 def cmd_tasks(a: argparse.Namespace, # `names` and `json`
              ) -> int: # the exit code
     "`compstrength tasks`: every task (or the named ones) with its kind, rules, dev/test sizes and unscorable items."
+    from compstrength.tasks import task_table
     df = task_table(a.names or None)
     if a.json: print(json.dumps(df.to_dict("records"), indent=1)); return 0
     with pd.option_context("display.max_colwidth", 90, "display.width", 250, "display.max_rows", 500):
@@ -306,6 +321,7 @@ def cmd_tasks(a: argparse.Namespace, # `names` and `json`
 def cmd_import_moco(a: argparse.Namespace, # `logdir` and `out`
                    ) -> int: # 0; 2 when no game could be attributed
     "`compstrength import-moco`: values.csv and correlations.csv from MoCo logs; the missing coalitions of incomplete games."
+    from compstrength.moco import import_moco
     res = import_moco(a.logdir, a.out)
     v = res["values"].round(3)
     num = v.select_dtypes("number").columns
@@ -360,6 +376,171 @@ def cmd_attribute(a: argparse.Namespace, # `values` (a CSV), `method`, `budget` 
     print(res.round(6).to_string())
     return 0
 
+# %% ../nbs/13_cli.ipynb #a1271f2a
+def _num(x, fmt: str) -> str:
+    "A number formatted, — for a missing one, and never a negative zero."
+    return "—" if x is None or not np.isfinite(x) else format(round(float(x), 9) + 0.0, fmt)
+
+_COST = {"tokens": ",.0f", "seconds": ".2f", "usd": ".3g"}  # how each cost measure is printed
+
+def _show(df: pd.DataFrame) -> str:
+    "A table as text with every column aligned left."
+    w = {c: max(len(str(c)), *(len(str(v)) for v in df[c])) if len(df) else len(str(c)) for c in df.columns}
+    text = df.to_string(index=False, justify="left", formatters={c: (lambda k: lambda v: f"{str(v):<{k}}")(w[c]) for c in df.columns})
+    return "\n".join(l.rstrip() for l in text.splitlines())
+
+def design_table(best: pd.DataFrame, # rows of `design.best_systems`, of one setting or several
+                 digits: int = 3, # decimals of the accuracies
+                ) -> pd.DataFrame: # one row per chosen system: (pool, task,) protocol, items, size, chosen, naive, held out [CI], gain [CI], optimism, stable, cost
+    "`best_systems` rows as `compstrength design` prints them: the chosen system, its naive and held-out accuracy, the held-out gain over the best member, with CIs, the optimism and the cost."
+    f, s = f".{digits}f", f"+.{digits}f"
+    ci = lambda c, fmt: [f"{_num(v, fmt)} [{_num(lo, fmt)}, {_num(hi, fmt)}]" for v, lo, hi in zip(best[c], best[f"{c}_ci_low"], best[f"{c}_ci_high"])]
+    measure = best.measure.iloc[0] if len(best) else "tokens"
+    where = {} if best.pool.nunique() < 2 and best.task.nunique() < 2 else {"pool": best.pool, "task": best.task}
+    return pd.DataFrame({**where, "protocol": best.protocol, "items": best.n_items, "size": best["size"].astype(str), "chosen": best.chosen,
+                         "naive": [_num(v, f) for v in best.naive], "held out [CI]": ci("heldout", f), "gain over best member [CI]": ci("heldout_gain", s),
+                         "optimism": [_num(v, s) for v in best.optimism], "stable": [f"{v:.0%}" for v in best.stability],
+                         f"{measure}/item": [_num(v, _COST[measure]) for v in best.cost]}).reset_index(drop=True)
+
+# %% ../nbs/13_cli.ipynb #80168993
+def _design_menu(folder: Path) -> tuple:
+    "What a results folder holds, read before its games: the settings (pool, protocol, task, upper bound) and each pool's players in bit order."
+    if not folder.is_dir(): raise InputError(f"{folder}: no such folder (RESULTS is a results folder of `compstrength run`)")
+    if not (folder/"games.csv.gz").exists() or not (folder/"coalitions.csv").exists():
+        raise InputError(f"{folder}: not a results folder of `compstrength run` (no games.csv.gz and coalitions.csv)")
+    try:
+        c = pd.read_csv(folder/"coalitions.csv", usecols=lambda k: k in ("pool", "protocol", "task", "mask", "size", "members"))
+        pt = pd.read_csv(folder/"protocols.csv") if (folder/"protocols.csv").exists() else pd.DataFrame()
+    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as e:
+        raise InputError(f"{folder}: not a readable results folder ({e})") from None
+    if "pool" not in c: c = c.assign(pool="pool")  # a record of one pool, written before pools had names
+    bounds = set(pt.protocol[pt.upper_bound.astype(bool)]) if "upper_bound" in pt else set()
+    menu = c[["pool", "protocol", "task"]].drop_duplicates().reset_index(drop=True)
+    one = c[c["size"] == 1].drop_duplicates(["pool", "members"]).sort_values(["pool", "mask"], kind="stable")
+    return menu.assign(bound=menu.protocol.isin(bounds)), {p: list(g.members) for p, g in one.groupby("pool", sort=False)}
+
+def _design_selection(a: argparse.Namespace, menu: pd.DataFrame, players: dict) -> pd.DataFrame:
+    "The settings the options select, every option checked against the record: a bad one is an `InputError` that names it and the choices."
+    names = lambda xs: ", ".join(dict.fromkeys(xs))
+    if a.repeats < 1: raise InputError(f"--repeats {a.repeats}: needs at least 1 random halving")
+    sel = menu
+    for opt in ("pool", "task"):
+        v = getattr(a, opt)
+        if v is None: continue
+        if v not in set(sel[opt]):
+            where = f" of the {a.pool} pool" if opt == "task" and a.pool is not None else ""
+            raise InputError(f"--{opt} {v!r}: no such {opt}{where} in the record ({opt}s: {names(sel[opt])})")
+        sel = sel[sel[opt] == v]
+    deployable = lambda d: names(d.protocol[~d.bound])
+    if a.protocol is not None:
+        if a.protocol in set(sel.protocol[sel.bound]):
+            raise InputError(f"--protocol {a.protocol!r} is an upper bound (it reads the gold answer), not a system to deploy (protocols: {deployable(sel)})")
+        if a.protocol not in set(sel.protocol):
+            raise InputError(f"--protocol {a.protocol!r}: no such protocol in the record{'' if a.task is None else f' on {a.task}'} (protocols: {deployable(sel)})")
+        sel = sel[sel.protocol == a.protocol]
+    sel = sel[~sel.bound]
+    if not len(sel): raise InputError("the record holds no setting one can deploy (only upper bounds)")
+    pools = list(dict.fromkeys(sel.pool))
+    if a.candidate is not None:
+        has = [p for p in pools if a.candidate in players.get(p, [])]
+        if not has: raise InputError(f"--candidate {a.candidate!r} is not a player of the {names(pools)} pool (players: {names(sum((players.get(p, []) for p in pools), []))})")
+        sel, pools = sel[sel.pool.isin(has)], has
+        if a.deployed is not None and not a.deployed: raise InputError("--deployed names no player")
+        if a.candidate in (a.deployed or []): raise InputError(f"--deployed holds the candidate {a.candidate!r} itself")
+        for p in has:
+            bad = [d for d in (a.deployed or []) if d not in players[p]]
+            if bad: raise InputError(f"--deployed {bad[0]!r} is not a player of the {p} pool (players: {names(players[p])})")
+    elif a.deployed is not None: raise InputError("--deployed needs --candidate (the player considered for adding)")
+    for p in pools if a.k is not None else []:
+        n = len(players.get(p, []))
+        if not 1 <= a.k <= n: raise InputError(f"--k {a.k}: out of range, the {p} pool has {n} players (1 … {n})")
+    return sel
+
+def _cheapest(games: list, k: int|None, measure: str) -> float:
+    "The lowest mean cost per item of any system (of k players) of these settings; NaN where the record holds no such cost."
+    costs = [np.nanmean(c[np.isfinite(c).any(axis=1)], axis=1) for g in games
+             for c in [g.cost[measure][(np.bitwise_count(g.masks) >= 1) if k is None else (np.bitwise_count(g.masks) == k)]]]
+    costs = np.concatenate(costs) if costs else np.array([])
+    return float(costs.min()) if len(costs) else np.nan
+
+def _short(label: str, players: list) -> str:
+    "A coalition's label, shorter when it holds most of the pool: `all 8 players`, `all but a+b`."
+    s = parse_coalition(label)
+    if len(s) == len(players): return f"all {len(players)} players"
+    return "all but " + "+".join(p for p in players if p not in s) if len(s) > max(2, len(players) / 2) else label
+
+def _candidate_report(a: argparse.Namespace, games: list, one: bool) -> int:
+    "`compstrength design --candidate`: per setting, what adding the candidate gives in one sentence, then the table."
+    c, rows = a.candidate, []
+    left = [f"{g.protocol} on {g.task}" for g in games if not g.exact]
+    if len(left) == len(games): raise InputError(f"--candidate {c!r}: no setting of the selection records every coalition (only budgeted estimates: {', '.join(left)})")
+    for g in games:
+        if not g.exact: continue
+        S = a.deployed or [p for p in g.players if p != c]
+        cv = candidate_value(g, c, S, measure=a.measure, repeats=a.repeats).set_index("question")
+        r = lambda q: f"{_num(cv.value[q], '+.3f')} (95% CI {_num(cv.ci_low[q], '+.3f')} to {_num(cv.ci_high[q], '+.3f')})"
+        print(f"\n{c} under {g.protocol} on {g.task} ({g.pool} pool, {len(g.items)} items): added to S = {_short(g.label(sum(1 << g.players.index(p) for p in S)), g.players)}, "
+              f"it changes accuracy by {r('added')}; its Shapley value in S ∪ {{{c}}} would be {r('shapley')}; allowed into the best pool, "
+              f"it changes that pool's held-out accuracy by {r('best_gain')}.")
+        rows.append(cv.reset_index())
+    if left: print(f"\nleft out, estimated on a budget (not every coalition is recorded): {', '.join(left)}")
+    t = pd.concat(rows, ignore_index=True)
+    f = [".3f" if q in ("best_without", "best_with") else "+.3f" for q in t.question]  # accuracies, and differences with their sign
+    t["value [CI]"] = [f"{_num(v, k)} [{_num(lo, k)}, {_num(hi, k)}]" for v, lo, hi, k in zip(t.value, t.ci_low, t.ci_high, f)]
+    if one: print("\n" + _show(t[["protocol", "question", "value [CI]", "about"]]))
+    else: print("\n" + _show(t.pivot_table(index=["pool", "task", "protocol"], columns="question", values="value [CI]", aggfunc="first", sort=False)
+                             [["added", "shapley", "best_without", "best_with", "best_gain"]].reset_index()))
+    print(f"\nadded: v(S ∪ {{{c}}}) − v(S), paired over items; shapley: exact over the coalitions of S ∪ {{{c}}}; best_*: the best pool without "
+          f"and with {c} allowed, chosen on half of the items and scored on the other half ({a.repeats} halvings); 95% CIs over items.")
+    return 0
+
+def cmd_design(a: argparse.Namespace, # `results`, `pool`, `protocol`, `task`, `k`, `budget`, `measure`, `candidate`, `deployed`, `repeats`
+              ) -> int: # the exit code
+    "`compstrength design RESULTS`: the system to deploy (protocol and coalition, held out, with its CI), the best of each size, or what a candidate would add; from a results folder, with no model call."
+    folder = Path(a.results)
+    sel = _design_selection(a, *_design_menu(folder))  # every option checked before the games are read
+    try: games = design_games(folder)
+    except (OSError, ValueError) as e: raise InputError(f"{folder}: {e}") from None
+    chosen = [games[k] for k in map(tuple, sel[["pool", "protocol", "task"]].to_numpy()) if k in games]
+    if not chosen: raise InputError(f"{folder}: no setting of the selection records every player alone (pool design cannot read it)")
+    one = len({(g.pool, g.task) for g in chosen}) == 1
+    if a.candidate is not None: return _candidate_report(a, chosen, one)
+    groups = {}  # (pool, task, items) → its settings: systems are compared on the same items
+    for g in chosen: groups.setdefault((g.pool, g.task, tuple(g.items)), []).append(g)
+    of = "" if a.k is None else f" of {a.k} player{'s' if a.k > 1 else ''}"
+    has = {key: a.k is None or any((np.bitwise_count(g.masks) == a.k).any() for g in gs) for key, gs in groups.items()}
+    if not any(has.values()): raise InputError(f"--k {a.k}: the record holds no system{of} in the selection (estimated on a budget)")
+    low = {key: _cheapest(gs, a.k, a.measure) for key, gs in groups.items()}
+    fits = {key: a.budget is None or low[key] <= a.budget for key in groups}
+    if not any(fits.values()):  # before any cross-fitting
+        known = [v for v in low.values() if np.isfinite(v)]
+        raise InputError(f"--budget {a.budget:g}: no system{of} costs at most {a.budget:g} {a.measure} per item "
+                         + (f"(the cheapest costs {_num(min(known), _COST[a.measure])})" if known else f"(the record holds no {a.measure} for these systems)"))
+    print(f"{folder}: {len(chosen)} setting{'s' if len(chosen) > 1 else ''} one can deploy (pool × protocol × task; upper bounds left out). Every accuracy of a chosen "
+          f"system is held out: chosen on half of the items, scored on the other half, {a.repeats} random halvings; 95% CIs over items; "
+          f"costs in {a.measure} per item.")
+    rows = []
+    for (pool, task, items), gs in groups.items():
+        head = f"On {task} ({pool} pool, {len(items)} items; {', '.join(g.protocol for g in gs)})"
+        if not has[(pool, task, items)]: print(f"\n{head}: the record holds no system{of} (estimated on a budget)."); continue
+        if not fits[(pool, task, items)]: print(f"\n{head}: no system{of} costs at most {a.budget:g} {a.measure} per item."); continue
+        try: print("\n" + recommend(gs, k=a.k, budget=a.budget, measure=a.measure, repeats=a.repeats)[0])
+        except ValueError as e: print(f"\n{head}: {e}."); continue  # e.g. no system of k players recorded (a budgeted estimate)
+        best = []
+        for g in gs:
+            try: b = best_systems(g, sizes=None if one else sorted({1, a.k or len(g.players)}), measure=a.measure, budget=a.budget, repeats=a.repeats)
+            except ValueError: continue  # nothing of this protocol within the budget
+            b = b.assign(chosen=[_short(c, g.players) for c in b.chosen])
+            best.append(b if one else b[b["size"].astype(str) == str(a.k or "any")])
+        if one and best: print("\n" + _show(design_table(pd.concat(best, ignore_index=True))))
+        rows += best
+    if not one and rows:
+        print(f"\nPer setting, the best system{of or ' of any size'} (name --pool and --task for every size):")
+        print(_show(design_table(pd.concat(rows, ignore_index=True))))
+    print("\nnaive: the chosen system's accuracy on the items that chose it; held out: chosen on the other half; gain: over the best "
+          "member alone, held out the same way; optimism: naive − held out; stable: the share of halves that chose the same system.")
+    return 0
+
 # %% ../nbs/13_cli.ipynb #5d637c76
 def cmd_docs(a: argparse.Namespace, # `nbs`, `out`, `renderer` and `workers`
             ) -> int: # 0, or 1 if the build stopped
@@ -393,17 +574,29 @@ def cmd_serve_trainer(a: argparse.Namespace, # `state_dir`, `host`, `port`, `bas
     return 0
 
 # %% ../nbs/13_cli.ipynb #c073ee7b
+class _Later(Sequence):
+    "A sequence read when first used: the parser names the embedded members and servers without importing `local` (and the LLM client) at start-up."
+    def __init__(self, read): self.read = read
+    def __getitem__(self, i): return self.read()[i]
+    def __len__(self): return len(self.read())
+
+def _embedded(what: str) -> list:
+    "The embedded pool's members or servers, from their one home."
+    from compstrength.local import MEMBERS, SERVERS
+    return list(MEMBERS if what == "members" else SERVERS)
+
 def cli_parser() -> argparse.ArgumentParser: # the `compstrength` command's parser
     "The `compstrength` command's arguments: one subcommand per job."
     p = argparse.ArgumentParser(prog="compstrength", description="Compositional strength of LLMs in multi-model systems")
     sub = p.add_subparsers(dest="cmd", required=True)
     pp = sub.add_parser("pool", help="the embedded local pool of four real small LLMs")
     pp.add_argument("action", choices=["fetch", "up", "down", "status"])
-    pp.add_argument("--members", nargs="+", choices=list(MEMBERS), help="pool members (default: all four)")
+    members = _Later(lambda: _embedded("members"))  # with a metavar, argparse reads the choices only to check or show them
+    pp.add_argument("--members", nargs="+", choices=members, metavar="MEMBER", help="pool members, of %(choices)s (default: all four)")
     pp.add_argument("--json", action="store_true", help="status as JSON")
     pp.add_argument("--wait", action="store_true", help="up: stay in the foreground until Ctrl-C")
-    pp.add_argument("--server", choices=list(SERVERS), default=SERVERS[0],
-                    help="up: llama-cpp-python's server (one request at a time), llama.cpp's llama-server (parallel slots) "
+    pp.add_argument("--server", choices=_Later(lambda: _embedded("servers")), default=None, metavar="SERVER",
+                    help="up: llama-cpp-python's server (the default; one request at a time), llama.cpp's llama-server (parallel slots) "
                          "or vllm (continuous batching; `compstrength vllm setup` first)")
     pp.add_argument("--slots", type=int, default=1, help="up: requests each llama-server or vLLM server generates at once (default: 1)")
     pp.add_argument("--port", type=int, default=None, help="up: a fixed port (one member; default: a free one per server)")
@@ -442,9 +635,22 @@ def cli_parser() -> argparse.ArgumentParser: # the `compstrength` command's pars
                     help="attribution methods (default: shapley loo banzhaf)")
     pa.add_argument("--budget", type=int, default=None, help="coalition evaluations for permutation/kernel")
     pa.add_argument("--seed", type=int, default=0)
+    pds = sub.add_parser("design", help="pool design from a results folder (no model call): the system to deploy, the best of each size, "
+                         "what a candidate would add; held out, with CIs")
+    pds.add_argument("results", help="a results folder of `compstrength run`")
+    pds.add_argument("--pool", default=None, metavar="P", help="only this pool (default: every pool)")
+    pds.add_argument("--protocol", default=None, metavar="P", help="only this protocol (default: every protocol one can deploy; upper bounds never)")
+    pds.add_argument("--task", default=None, metavar="T", help="only this task (default: every task)")
+    pds.add_argument("--k", type=int, default=None, metavar="K", help="recommend a system of K players (default: any size)")
+    pds.add_argument("--budget", type=float, default=None, metavar="B", help="only systems that cost at most B per item, in --measure")
+    pds.add_argument("--measure", choices=list(MEASURES), default="tokens", help="the cost per item (default: tokens); " + "; ".join(f"{k}: {v}" for k, v in MEASURES.items()))
+    pds.add_argument("--candidate", default=None, metavar="NAME", help="a player: what adding it to the deployed pool would give")
+    pds.add_argument("--deployed", type=lambda s: [x.strip() for x in s.split(",") if x.strip()], default=None, metavar="A,B,C",
+                     help="with --candidate: the pool deployed now (default: every other player)")
+    pds.add_argument("--repeats", type=int, default=20, metavar="R", help="random halvings of the items for the held-out figures (default: 20)")
     ps = sub.add_parser("smoke", help="ask every embedded pool member a few items (a quick check)")
     ps.add_argument("--limit", type=int, default=3, help="arithmetic items per member (GSM8K: one fewer)")
-    ps.add_argument("--members", nargs="+", choices=list(MEMBERS), help="pool members (default: all four)")
+    ps.add_argument("--members", nargs="+", choices=members, metavar="MEMBER", help="pool members, of %(choices)s (default: all four)")
     pdoc = sub.add_parser("docs", help="render the notebooks into the documentation site")
     pdoc.add_argument("--out", default="_docs", help="output folder (default: _docs/)")
     pdoc.add_argument("--renderer", choices=["auto", "quarto", "offline"], default="auto",
@@ -468,8 +674,14 @@ def cli_parser() -> argparse.ArgumentParser: # the `compstrength` command's pars
     return p
 
 # %% ../nbs/13_cli.ipynb #3c99a61b
-USER_ERRORS = (UnknownModelError, ModelDownError, ReplayMissError, ChecksumError, TaskError, ProtocolError, ConfigError, StudyError, MocoLogError,
-               InputError, VLLMMissingError, PortInUseError)
+USER_ERRORS = {"compstrength.models": ("UnknownModelError", "ModelDownError", "ReplayMissError"), "compstrength.files": ("ChecksumError",),
+               "compstrength.tasks": ("TaskError",), "compstrength.protocols": ("ProtocolError",), "compstrength.experiment": ("ConfigError",),
+               "compstrength.config": ("StudyError",), "compstrength.moco": ("MocoLogError",),
+               "compstrength.vllm_env": ("VLLMMissingError", "PortInUseError")}  # module → its bad-input errors (and this module's `InputError`)
+
+def _user_errors() -> tuple:
+    "The bad-input error classes: `InputError`, and those of `USER_ERRORS` whose module is imported."
+    return (InputError, *(getattr(sys.modules[m], n) for m, names in USER_ERRORS.items() if m in sys.modules for n in names))
 
 def main(argv: list[str]|None = None, # the arguments (default: `sys.argv[1:]`)
         ) -> int: # the exit code
@@ -478,7 +690,8 @@ def main(argv: list[str]|None = None, # the arguments (default: `sys.argv[1:]`)
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run `finally`/`__exit__`, stop owned servers
     try: return {"pool": cmd_pool, "run": cmd_run, "protocols": cmd_protocols, "tasks": cmd_tasks, "import-moco": cmd_import_moco, "attribute": cmd_attribute, "smoke": cmd_smoke,
-                "docs": cmd_docs, "study": cmd_study, "serve-trainer": cmd_serve_trainer, "vllm": cmd_vllm, "config": cmd_config}[a.cmd](a)
-    except USER_ERRORS as e:  # bad input: a clear message, no traceback
-        print(f"compstrength: error: {e}", file=sys.stderr)
+                "docs": cmd_docs, "study": cmd_study, "serve-trainer": cmd_serve_trainer, "vllm": cmd_vllm, "config": cmd_config, "design": cmd_design}[a.cmd](a)
+    except Exception as e:
+        if not isinstance(e, _user_errors()): raise
+        print(f"compstrength: error: {e}", file=sys.stderr)  # bad input: a clear message, no traceback
         return 2

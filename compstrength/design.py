@@ -6,7 +6,7 @@ Docs: https://compstrength.github.io/compstrength/design.html.md"""
 
 # %% ../nbs/06c_design.ipynb #e740cfc2
 from __future__ import annotations
-import math
+import gzip, math
 from collections import Counter
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
@@ -42,10 +42,27 @@ class DesignGame:
 
     @property
     def exact(self) -> bool: return len(self.masks) == 1 << len(self.players)
-    def mean_cost(self, measure: str) -> np.ndarray: return np.nanmean(self.cost[measure], axis=1) if np.isfinite(self.cost[measure]).any() else np.zeros(len(self.masks))
+    def mean_cost(self, measure: str) -> np.ndarray:
+        memo = self.__dict__.setdefault("_mc", {})
+        if measure not in memo:
+            c = self.cost[measure]; ok = np.isfinite(c)
+            memo[measure] = np.where(ok.any(axis=1), np.where(ok, c, 0).sum(axis=1) / np.maximum(ok.sum(axis=1), 1), np.nan) if ok.any() else np.zeros(len(self.masks))
+        return memo[measure]
+    @cached_property
+    def _labels(self) -> list:  # every held coalition's label, in row order
+        return [self.label(m) for m in self.masks]
+    @cached_property
+    def _finite(self) -> np.ndarray:  # the rows with a score on every item (a failed call leaves NaN)
+        return np.isfinite(self.scores).all(axis=1)
+    def _fold_means(self, repeats: int, seed: int) -> np.ndarray:  # rows × halves: each coalition's mean on each choosing half, kept per (repeats, seed)
+        memo = self.__dict__.setdefault("_fm", {})
+        if (repeats, seed) not in memo:
+            f = _folds(len(self.items), repeats, seed)
+            memo[(repeats, seed)] = (np.nan_to_num(self.scores) @ f.T) / f.sum(axis=1)
+        return memo[(repeats, seed)]
     @cached_property
     def _tie(self) -> np.ndarray:  # a rank of the coalitions by their members' sorted names: ties broken the same way whatever the listing order
-        keys = np.array([" ".join(sorted(self.members(m))) for m in self.masks], dtype=object)
+        keys = np.array([" ".join(sorted(l.split("+"))) if l != "∅" else "" for l in self._labels], dtype=object)
         return np.argsort(np.argsort(keys, kind="stable"), kind="stable")
     def label(self, mask: int) -> str: return coalition_label(coalition_of(int(mask), self.players), self.players)
     def members(self, mask: int) -> list: return [p for k, p in enumerate(self.players) if int(mask) >> k & 1]
@@ -55,20 +72,30 @@ class DesignGame:
 
 # %% ../nbs/06c_design.ipynb #3c84c187
 def _player_costs(ind: pd.DataFrame, players: list, items: list, prices: dict) -> dict:
-    "Per measure, players × items: what each player's own answer cost (tokens, seconds, US dollars)."
-    ind = ind.drop_duplicates(["model", "item"]).set_index(["model", "item"])
-    idx = pd.MultiIndex.from_product([players, items])
-    def col(c): return ind[c].reindex(idx).to_numpy(float).reshape(len(players), len(items)) if c in ind else np.full((len(players), len(items)), np.nan)
+    "Per measure, players × items: what each player's own answer cost (tokens, seconds, US dollars); NaN where not recorded."
+    r = ind.model.map({p: k for k, p in enumerate(players)}).to_numpy(float)
+    c = ind.item.map({v: k for k, v in enumerate(items)}).to_numpy(float)
+    ok = ~(np.isnan(r) | np.isnan(c)); r, c = r[ok].astype(np.int64), c[ok].astype(np.int64)
+    def col(name):
+        a = np.full((len(players), len(items)), np.nan)
+        if name in ind: a[r, c] = ind[name].to_numpy(float)[ok]
+        return a
     tokens = col("prompt_tokens") + col("completion_tokens")
     price = np.array([prices.get(p, np.nan) for p in players], float)[:, None]
     usd = np.where(np.isnan(price), col("cost"), tokens * price / 1e6)
     return {"tokens": tokens, "seconds": col("latency"), "usd": usd}
 
 def _paid(asked: np.ndarray, per_player: np.ndarray) -> np.ndarray:
-    "masks × items: the sum of the costs of the members each system asked (a bitmask per item)."
-    out = np.zeros(asked.shape)
-    for k in range(per_player.shape[0]): out += np.where(asked >> k & 1, per_player[k], 0.0)
-    return np.where(asked < 0, np.nan, out)
+    "masks × items (per measure, when `per_player` is measures × players × items): the summed costs of the members each system asked (a bitmask per item); NaN where `asked` is -1 or an asked member's cost is unknown."
+    per = per_player[None] if per_player.ndim == 2 else per_player
+    q, n, I = per.shape
+    sums = np.zeros((q, 1 << n, I))  # every subset's summed cost per item, built up one lowest member at a time
+    for m in range(1, 1 << n):
+        low = (m & -m).bit_length() - 1
+        sums[:, m] = sums[:, m & (m - 1)] + per[:, low]
+    out = np.take_along_axis(sums, np.broadcast_to(np.maximum(asked, 0)[None], (q, *asked.shape)), axis=1)
+    out = np.where(asked[None] < 0, np.nan, out)
+    return out[0] if per_player.ndim == 2 else out
 
 # %% ../nbs/06c_design.ipynb #443a0dab
 def design_game(table: np.ndarray, # per-item scores of every coalition, 2^n × items by bitmask (`reuse.reuse_game`)
@@ -92,15 +119,53 @@ def design_game(table: np.ndarray, # per-item scores of every coalition, 2^n × 
 
 # %% ../nbs/06c_design.ipynb #b50ea7e3
 def _read_results(folder: Path) -> dict:
-    "The tables pool design reads from a results folder."
-    import pyarrow.csv as pacsv
+    "The tables pool design reads from a results folder; the per-item games with their text columns dictionary-encoded (categorical)."
+    import pyarrow as pa, pyarrow.csv as pacsv
     folder = Path(folder)
     if not (folder/"games.csv.gz").exists(): raise FileNotFoundError(f"{folder}: no games.csv.gz (a results folder of `compstrength run`)")
-    opts = pacsv.ConvertOptions(column_types={"item": "string"})
-    games = pacsv.read_csv(folder/"games.csv.gz", convert_options=opts).to_pandas()
+    cat = pa.dictionary(pa.int32(), pa.string())
+    opts = pacsv.ConvertOptions(column_types={c: cat for c in ("pool", "protocol", "task", "item")})
+    raw = gzip.decompress((folder/"games.csv.gz").read_bytes())  # unzipped whole: Arrow then parses on every core
+    games = pacsv.read_csv(pa.BufferReader(raw), convert_options=opts).to_pandas()
     read = lambda f, **kw: pd.read_csv(folder/f, **kw) if (folder/f).exists() else pd.DataFrame()
     return dict(games=games, coalitions=read("coalitions.csv"), individual=read("individual.csv", dtype={"item": str}), protocols=read("protocols.csv"),
                 outcomes=read("outcomes.csv", dtype={"item": str}), players=read("players.csv"))
+
+def _codes(col: pd.Series) -> tuple:
+    "A column as integer codes (the Categorical's own, not widened) and the values they stand for."
+    c = (col if isinstance(col.dtype, pd.CategoricalDtype) else col.astype("category")).array  # a Categorical: its codes without a Series around them
+    return c.codes, list(c.categories)
+
+def _settings(games: pd.DataFrame) -> dict:
+    "(pool, protocol, task) → the positions of its rows in the per-item games (a record writes each setting's rows together)."
+    cols = [_codes(games[k]) for k in ("pool", "protocol", "task")]
+    change = np.zeros(max(len(games) - 1, 0), dtype=bool)
+    for c, _ in cols: change |= c[1:] != c[:-1]
+    starts = np.r_[0, np.flatnonzero(change) + 1]; ends = np.r_[starts[1:], len(games)]
+    name = lambda r: tuple(v[c[r]] for c, v in cols)
+    if len({name(s) for s in starts}) == len(starts):  # each setting in one run of rows: slices, no sort
+        return {name(s): slice(s, e) for s, e in zip(starts, ends)}
+    key = np.zeros(len(games), dtype=np.int64)
+    for c, v in cols: key = key * len(v) + c
+    order = np.argsort(key, kind="stable"); ks = key[order]
+    cut = np.flatnonzero(ks[1:] != ks[:-1]) + 1
+    return {name(order[s]): order[s:e] for s, e in zip(np.r_[0, cut], np.r_[cut, len(ks)])}
+
+def _grid_of(mask: np.ndarray, item: np.ndarray, *cols: np.ndarray) -> tuple:
+    "One setting's rows as masks × items arrays (masks ascending, items in their first coalition's order): no pivot when the rows are a full grid, as a record writes them."
+    masks, first = np.unique(mask, return_index=True)
+    m, n = len(masks), len(mask) // max(len(masks), 1)
+    items = item[: n] if len(mask) == m * n else item[mask == mask[0]]
+    if len(mask) == m * n and (np.diff(mask[::n]) > 0).all() and (mask == np.repeat(mask[::n], n)).all() and (item == np.tile(items, m)).all():
+        return masks, items, [c.reshape(m, n) for c in cols]
+    _, uniq = np.unique(item, return_index=True)
+    items = item[np.sort(uniq)]
+    pos = {v: k for k, v in enumerate(items)}
+    r, k = np.searchsorted(masks, mask), np.array([pos[v] for v in item])
+    out = []
+    for c in cols:
+        a = np.full((m, len(items)), np.nan if c.dtype.kind == "f" else -1, dtype=c.dtype); a[r, k] = c; out.append(a)
+    return masks, items, out
 
 def design_games(results, # a results folder (`compstrength run`), or the dict `study_results` / `run_experiment` returns
                  bounds: bool = False, # keep the upper bounds too (the oracle router reads the gold answer: it cannot be deployed)
@@ -113,33 +178,34 @@ def design_games(results, # a results folder (`compstrength run`), or the dict `
     if "pool" not in games: games, coal = games.assign(pool="pool"), coal.assign(pool="pool")
     ind, outs = res.get("individual", pd.DataFrame()), res.get("outcomes", pd.DataFrame())
     if len(ind) and "source" in ind and "pool" not in ind: ind = ind.rename(columns={"source": "pool"})
+    ind_of = {k: d for k, d in ind.groupby(["pool", "task"] if "pool" in ind else ["task"], sort=False)} if len(ind) else {}
     pl = res.get("players", pd.DataFrame())
     prices = dict(zip(pl.player, pl.price_per_mtok)) if "price_per_mtok" in pl else {}
+    where = _settings(games)
+    mask_all, score_all = games["mask"].to_numpy(np.int64), games["score"].to_numpy(float)
+    asked_all = games["asked"].to_numpy(np.int64) if "asked" in games else np.full(len(games), -1, dtype=np.int64)
+    item_codes, item_ids = _codes(games["item"])
+    item_codes = np.asarray(item_codes, dtype=np.int64)
     out = {}
-    keys = ["pool", "protocol", "task"]
-    gg = {k: g for k, g in games.groupby(keys, sort=False, observed=True)}
-    for (pool, proto, task), cs in coal.groupby(keys, sort=False):
-        g = gg.get((pool, proto, task))
-        if g is None or (proto in upper and not bounds): continue
+    for (pool, proto, task), cs in coal.groupby(["pool", "protocol", "task"], sort=False):
+        rows = where.get((pool, proto, task))
+        if rows is None or (proto in upper and not bounds): continue
         n = int(cs["size"].max())
         players = [None] * n
         for r in cs[cs["size"] == 1].itertuples(): players[int(r.mask).bit_length() - 1] = r.members
-        if any(p is None for p in players): continue  # a budgeted record without every singleton: not a pool design can read
-        items = list(pd.unique(g.item[g["mask"] == g["mask"].iloc[0]]))
-        masks = np.sort(pd.unique(g["mask"]).astype(np.int64))
-        row, col = np.searchsorted(masks, g["mask"].to_numpy()), pd.Categorical(g.item, categories=items).codes
-        X = np.full((len(masks), len(items)), np.nan); X[row, col] = g.score.to_numpy(float)
+        if any(p is None for p in players): continue  # a budgeted record without every singleton: not one pool design can read
+        masks, icodes, (X, asked) = _grid_of(mask_all[rows], item_codes[rows], score_all[rows], asked_all[rows])
+        items = [item_ids[k] for k in icodes]
         cost = {m: np.full(X.shape, np.nan) for m in MEASURES}
-        asked = np.full(X.shape, -1, dtype=np.int64)
-        if "asked" in g: asked[row, col] = g.asked.to_numpy(np.int64)
-        if (asked[masks > 0] >= 0).all() and len(ind):  # computed from the players' own answers: price what each system asked
-            sub = ind[(ind.pool == pool) & (ind.task == task)] if "pool" in ind else ind[ind.task == task]
+        sub = ind_of.get((pool, task) if "pool" in ind else (task,))
+        if (asked[masks > 0] >= 0).all() and sub is not None:  # computed from the players' own answers: price what each system asked
             per = _player_costs(sub, players, items, prices)
-            cost = {m: _paid(asked, per[m]) for m in MEASURES}
+            cost = dict(zip(MEASURES, _paid(asked, np.stack([per[m] for m in MEASURES]))))
         elif len(outs) and "tokens" in outs:  # a coalition game: its outcomes hold each run's tokens and cost
             o = outs[(outs.protocol == proto) & (outs.task == task) & ((outs.pool == pool) if "pool" in outs else True)]
             o = o.assign(mask=[mask_of(tuple(c.split("+")) if c not in ("∅", "") else (), players) for c in o.coalition])
-            r2, c2 = np.searchsorted(masks, o["mask"].to_numpy()), pd.Categorical(o.item, categories=items).codes
+            pos = {v: k for k, v in enumerate(items)}
+            r2, c2 = np.searchsorted(masks, o["mask"].to_numpy()), np.array([pos.get(v, -1) for v in o.item], dtype=np.int64)
             ok = (r2 < len(masks)) & (c2 >= 0)
             cost["tokens"][r2[ok], c2[ok]] = o.tokens.to_numpy(float)[ok]; cost["usd"][r2[ok], c2[ok]] = o.cost.to_numpy(float)[ok]
             cost["tokens"][masks == 0] = 0.0; cost["usd"][masks == 0] = 0.0
@@ -160,14 +226,14 @@ def _folds(n_items: int, repeats: int, seed: int) -> np.ndarray:
     return out
 
 # %% ../nbs/06c_design.ipynb #6df73c0b
-def _crossfit_rows(X, cand, cost, tie, repeats, seed) -> tuple:
-    "Cross-fitting over the rows `cand` of X (systems × items): per-item held-out score, the row chosen on all items, the share of halves that chose it."
+def _crossfit_rows(X, cand, cost, tie, repeats, seed, fm=None) -> tuple:
+    "Cross-fitting over the rows `cand` of X (systems × items; `fm`: every row's mean on each choosing half, if kept): per-item held-out score, the row chosen on all items, the share of halves that chose it."
     folds = _folds(X.shape[1], repeats, seed)
     rank = np.empty(len(cand), dtype=np.int64)
     rank[np.lexsort((tie[cand], np.nan_to_num(cost[cand], nan=np.inf)))] = np.arange(len(cand))  # among equal means: cheaper, then by name
     def pick(means):  # candidates × choices → the row each choice picks: the highest mean, then the preferred
         return cand[np.where(means == means.max(axis=0), rank[:, None], len(cand)).argmin(axis=0)]
-    J = pick((X[cand] @ folds.T) / folds.sum(axis=1))  # the pick of each choosing half
+    J = pick(fm[cand] if fm is not None else (X[cand] @ folds.T) / folds.sum(axis=1))  # the pick of each choosing half
     held = (X[J] * ~folds).sum(axis=0) / repeats      # each item scored by the picks of the halves that did not see it
     chosen = int(pick(X[cand].mean(axis=1)[:, None])[0])
     return held, chosen, float((J == chosen).mean())
@@ -181,9 +247,9 @@ def crossfit(g: DesignGame, # the setting
     "Choose the best of `candidates` on one half of the items, score the choice on the other half, then swap: each item is scored by a choice that never saw it."
     X, cand = g.scores, np.asarray(candidates, dtype=np.int64)
     if not len(cand): raise ValueError("no candidate coalition")
-    cand = cand[np.isfinite(X[cand]).all(axis=1)]  # a system with a failed call on some item is not a candidate
+    cand = cand[g._finite[cand]]  # a system with a failed call on some item is not a candidate
     if not len(cand): raise ValueError("every candidate has a failed call on some item")
-    return _crossfit_rows(X, cand, g.mean_cost(measure), g._tie, repeats, seed)
+    return _crossfit_rows(X, cand, g.mean_cost(measure), g._tie, repeats, seed, g._fold_means(repeats, seed))
 
 # %% ../nbs/06c_design.ipynb #4d2d63e4
 def _sizes(g: DesignGame) -> np.ndarray: return np.bitwise_count(g.masks).astype(int)
@@ -258,7 +324,8 @@ def candidate_value(g: DesignGame, # the setting
     h1, j1, _ = crossfit(g, np.flatnonzero(sz >= 1), measure, repeats, seed)
     cols = {"added": vSc - vS, "shapley": _shapley_in(g, S, c), "best_without": h0, "best_with": h1, "best_gain": h1 - h0}
     ci = bootstrap_ci(pd.DataFrame(cols), n_boot=n_boot, level=level, seed=seed)
-    what = {"added": f"v(S ∪ {{{candidate}}}) − v(S), S = {g.label(mS)} (paired over items)",
+    S_is = "every other player" if len(S) == len(g.players) - 1 else g.label(mS)
+    what = {"added": f"v(S ∪ {{{candidate}}}) − v(S), S = {S_is} (paired over items)",
             "shapley": f"{candidate}'s Shapley value in S ∪ {{{candidate}}} (exact over the {1 << len(S)} coalitions of S)",
             "best_without": f"best pool without {candidate}, held out: {g.label(g.masks[j0])}",
             "best_with": f"best pool with {candidate} allowed, held out: {g.label(g.masks[j1])}",
@@ -277,29 +344,30 @@ def frontier(games: Sequence[DesignGame], # settings of one pool and task (sever
     if measure not in MEASURES: raise ValueError(f"measure must be one of {list(MEASURES)}, not {measure!r}")
     items = games[0].items
     if any(g.items != items for g in games): raise ValueError("the settings are on different items: a frontier compares systems on the same items")
-    keep, seen = [], set()
+    parts, seen = [], set()
     for g in games:
-        for r in range(len(g.masks)):
-            m = int(g.masks[r])
-            if not m or not np.isfinite(g.scores[r]).all(): continue
-            if m & (m - 1) == 0:  # a player alone is one system whatever the protocol: listed once
-                if g.label(m) in seen: continue
-                seen.add(g.label(m))
-            keep.append((g, r))
-    sys_ = pd.DataFrame(dict(pool=[g.pool for g, _ in keep], protocol=[g.protocol if int(g.masks[r]).bit_count() > 1 else "alone" for g, r in keep], task=[g.task for g, _ in keep],
-                             system=[g.label(g.masks[r]) for g, r in keep], size=[int(g.masks[r]).bit_count() for g, r in keep],
-                             cost=[float(np.nanmean(g.cost[measure][r])) if np.isfinite(g.cost[measure][r]).any() else np.nan for g, r in keep],
-                             accuracy=[float(g.scores[r].mean()) for g, r in keep]))
-    X = np.stack([g.scores[r] for g, r in keep])
-    order = np.lexsort((sys_.protocol + " " + sys_.system, -sys_.accuracy.to_numpy(), sys_.cost.fillna(np.inf).to_numpy()))
-    best, on = -np.inf, np.zeros(len(sys_), bool)
-    for i in order:  # cheapest first: a system is on the frontier when nothing cheaper (or as cheap) is as accurate
-        if sys_.accuracy[i] > best + 1e-12: on[i], best = True, sys_.accuracy[i]
+        sz = _sizes(g)
+        rows = np.flatnonzero((g.masks > 0) & g._finite)
+        alone = [r for r in rows[sz[rows] == 1] if g._labels[r] not in seen]  # a player alone is one system whatever the protocol: listed once
+        seen.update(g._labels[r] for r in alone)
+        rows = np.r_[np.array(alone, dtype=np.int64), rows[sz[rows] > 1]]
+        c = g.mean_cost(measure) if np.isfinite(g.cost[measure]).any() else np.full(len(g.masks), np.nan)
+        parts.append((g, rows, pd.DataFrame(dict(pool=g.pool, protocol=np.where(sz[rows] > 1, g.protocol, "alone"), task=g.task,
+                                                 system=[g._labels[r] for r in rows], size=sz[rows], cost=c[rows], accuracy=g.scores[rows].mean(axis=1)))))
+    sys_ = pd.concat([p for _, _, p in parts], ignore_index=True)
+    X = np.concatenate([g.scores[rows] for g, rows, _ in parts])
+    acc, cost = sys_.accuracy.to_numpy(), sys_.cost.fillna(np.inf).to_numpy()
+    names = (sys_.protocol + " " + sys_.system).to_numpy()
+    order = np.lexsort((names, -acc, cost))  # cheapest first, then the most accurate, then by name
+    running = np.maximum.accumulate(acc[order])
+    on = np.zeros(len(sys_), bool)  # on the frontier: more accurate than everything as cheap or cheaper before it
+    on[order] = acc[order] > np.r_[-np.inf, running[:-1]] + 1e-12
     sys_["frontier"] = on
     # held out: within each frontier cost, the best system is chosen on half the items and scored on the other half
-    tie = np.argsort(np.argsort((sys_.protocol + " " + sys_.system).to_numpy(), kind="stable"), kind="stable")
-    cost, cols = sys_.cost.fillna(np.inf).to_numpy(), {}
-    for i in np.flatnonzero(on): cols[i] = _crossfit_rows(X, np.flatnonzero(cost <= cost[i]), cost, tie, repeats, seed)[0]
+    tie, cols = np.argsort(np.argsort(names, kind="stable"), kind="stable"), {}
+    folds = _folds(len(items), repeats, seed)
+    fm = (X @ folds.T) / folds.sum(axis=1)  # every system's mean on each choosing half, once
+    for i in np.flatnonzero(on): cols[i] = _crossfit_rows(X, np.flatnonzero(cost <= cost[i]), cost, tie, repeats, seed, fm)[0]
     if cols:
         ci = bootstrap_ci(pd.DataFrame({str(i): v for i, v in cols.items()}), n_boot=n_boot, level=level, seed=seed)
         for k in ("value", "ci_low", "ci_high"):
@@ -312,20 +380,24 @@ def recommend(games: Sequence[DesignGame], # settings of one pool and task (`des
               budget: float|None = None, # the most a system may cost per item, in `measure`
               measure: str = "tokens", # the cost measure
               repeats: int = 20, n_boot: int = 2000, level: float = 0.95, seed: int = 0,
-             ) -> tuple: # (one sentence, the table behind it: every system considered, the chosen one first)
+              front: pd.DataFrame|None = None, # `frontier(games, measure, …)` when already computed (an explorer keeps it)
+             ) -> tuple: # (one sentence, the table behind it: every system considered, the chosen one first; its `attrs["pick"]` holds the sentence's numbers)
     "The system to deploy, protocol and coalition, within a budget: chosen on half of the items, scored on the other half, in one sentence with its CI."
     games = list(games)
     if not games: raise ValueError("no setting given")
-    f = frontier(games, measure, repeats=repeats, n_boot=n_boot, level=level, seed=seed)
+    f = frontier(games, measure, repeats=repeats, n_boot=n_boot, level=level, seed=seed) if front is None else front.reset_index(drop=True)
     ok = np.ones(len(f), bool) if k is None else (f["size"] == k).to_numpy(copy=True)
     if budget is not None: ok &= (f.cost <= budget).to_numpy()
-    if not ok.any(): raise ValueError(f"no system{'' if k is None else f' of {k} players'} costs at most {budget} {measure} per item")
-    rows = {(g.protocol if int(g.masks[r]).bit_count() > 1 else "alone", g.label(g.masks[r])): g.scores[r] for g in games for r in range(len(g.masks)) if g.masks[r]}
+    if not ok.any():
+        if budget is None: raise ValueError(f"no system of {k} players in the record (sizes: {sorted(set(f['size']))})")
+        raise ValueError(f"no system{'' if k is None else f' of {k} players'} costs at most {budget} {measure} per item")
+    rows = {(g.protocol if int(g.masks[r]).bit_count() > 1 else "alone", g._labels[r]): g.scores[r] for g in games for r in range(len(g.masks)) if g.masks[r]}
     X = np.stack([rows[(p, s_)] for p, s_ in zip(f.protocol, f.system)])
     tie = np.argsort(np.argsort((f.protocol + " " + f.system).to_numpy(), kind="stable"), kind="stable")
-    cost = f.cost.fillna(np.inf).to_numpy()
-    h, j, stable = _crossfit_rows(X, np.flatnonzero(ok), cost, tie, repeats, seed)
-    h1, j1, _ = _crossfit_rows(X, np.flatnonzero((f["size"] == 1).to_numpy()), cost, tie, repeats, seed)
+    cost, folds = f.cost.fillna(np.inf).to_numpy(), _folds(X.shape[1], repeats, seed)
+    fm = (X @ folds.T) / folds.sum(axis=1)
+    h, j, stable = _crossfit_rows(X, np.flatnonzero(ok), cost, tie, repeats, seed, fm)
+    h1, j1, _ = _crossfit_rows(X, np.flatnonzero((f["size"] == 1).to_numpy()), cost, tie, repeats, seed, fm)
     ci = bootstrap_ci(pd.DataFrame(dict(held=h, naive=X[j], gain=h - h1)), n_boot=n_boot, level=level, seed=seed)
     best, g, pct = f.iloc[j], games[0], f"{level:.0%}"
     within = "" if budget is None else f" within {budget:g} {measure} per item"
@@ -335,8 +407,12 @@ def recommend(games: Sequence[DesignGame], # settings of one pool and task (`des
     s = (f"On {g.task} ({g.pool} pool), the best system{size}{within} is {best.system} {how}: "
          f"{z(ci.value.held)} held out ({pct} CI {z(ci.ci_low.held)} to {z(ci.ci_high.held)}; {len(g.items)} items, "
          f"chosen among {int(ok.sum())} systems on half of them and scored on the other half, {repeats} halvings; {z(ci.value.naive)} in sample, "
-         f"the same pick on {int(round(stable * 100))}% of the halves), at {best.cost:,.0f} {measure} per item. "
-         f"The best member alone ({f.system.iloc[j1]}) scores {z(h1.mean())} held out; the held-out gain over it is {z(ci.value.gain, '+')} "
+         f"the same pick on {int(round(stable * 100))}% of the halves), "
+         + (f"at {best.cost:,.{0 if measure == 'tokens' else 3}f} {measure} per item. " if np.isfinite(best.cost) else f"its cost in {measure} not recorded. ")
+         + f"The best member alone ({f.system.iloc[j1]}) scores {z(h1.mean())} held out; the held-out gain over it is {z(ci.value.gain, '+')} "
          f"({pct} CI {z(ci.ci_low.gain, '+')} to {z(ci.ci_high.gain, '+')}).")
     out = f[ok].assign(chosen=lambda d: d.index == j).sort_values(["chosen", "accuracy"], ascending=False, ignore_index=True)
+    out.attrs["pick"] = dict(protocol=best.protocol, system=best.system, heldout=ci.value.held, heldout_ci_low=ci.ci_low.held, heldout_ci_high=ci.ci_high.held,
+                             naive=ci.value.naive, gain=ci.value.gain, gain_ci_low=ci.ci_low.gain, gain_ci_high=ci.ci_high.gain, stability=stable,
+                             best_member=f.system.iloc[j1], best_member_heldout=float(h1.mean()), candidates=int(ok.sum()), n_items=len(g.items))
     return s, out

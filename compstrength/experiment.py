@@ -24,7 +24,7 @@ from .attribution import ESTIMATOR, attribute, coalition_label, mask_of
 from .game import CoalitionGame, item_values
 from .analysis import correlations_table, fork_map, pairwise_table, summarize, values_table
 from .diagnostics import chance_level, chance_table, game_flags
-from .report import build_report
+from .report import build_report, design_section
 from .config import REUSE_PROTOCOLS, StudyConfig, StudyError, config_key, load_study, players_from
 
 # %% auto #0
@@ -577,12 +577,15 @@ def write_results(res: dict, # from `run_experiment` or `study.study_results`
                  ) -> Path:
     "Write the results record (CSV files, the per-item games as `games.csv.gz`; a study's also its agreement, stopping and players) and `report.html` into `out`."
     out = Path(out); out.mkdir(parents=True, exist_ok=True)
-    def part(k):  # the per-item games (millions of rows in a full study) are written beside the rest, on another core
-        if k == 0 and isinstance(res.get("games"), pd.DataFrame):  # every setting's per-item game: compact, byte-identical for the same record
-            write_csv_gz(res["games"], out/"games.csv.gz")
+    slot = "<!-- the design section -->"
+    def part(k):  # three parts on the cores: the report's design section, the tables and the page, the per-item games (millions of rows in a full study)
+        if k == 0: return design_section(res, res.get("level"))  # made beside the page, then put in its place
         if k == 1:
             for f in (*RECORD_FILES, *STUDY_FILES):
                 if isinstance(res.get(f), pd.DataFrame): res[f].to_csv(out/f"{f}.csv", index=False)
-            (out/"report.html").write_text(build_report(res), encoding="utf-8")
-    fork_map(part, 2)
+            return build_report(res, design=slot)
+        if k == 2 and isinstance(res.get("games"), pd.DataFrame):  # every setting's per-item game: compact, byte-identical for the same record
+            write_csv_gz(res["games"], out/"games.csv.gz")
+    design, page, _ = fork_map(part, 3)
+    (out/"report.html").write_text(page.replace(slot, design, 1), encoding="utf-8")
     return out

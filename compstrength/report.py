@@ -528,13 +528,16 @@ def design_section(res: dict, # the results: `games`, `coalitions` and `individu
     for g in design_games(res).values(): groups.setdefault((g.pool, g.task, tuple(g.items)), []).append(g)
     if not groups: return ""
     esc, kw = html.escape, dict(n_boot=n_boot, level=level, seed=seed)
-    blocks, sizes, adds = [], [], []
+    blocks, sizes, adds, panels = [], [], [], []
     for n, ((pool, task, items), gs) in enumerate(groups.items()):
         gs = sorted(gs, key=lambda g: g.protocol)
         sent, tab = recommend(gs, repeats=repeats, **kw)
-        which = ", ".join(g.protocol for g in gs) + ("" if all(g.exact for g in gs) else f" (over the {max(len(g.masks) for g in gs) - 1} coalitions their record holds)")
-        chart = embed_chart(frontier_chart(tab, width=460, height=220, title=f"{pool} × {task}: {which}").configure_title(fontSize=12), f"chart-frontier-{n}") if tab.cost.notna().any() else ""
-        blocks.append(f"<h3>{esc(pool)} × {esc(task)}</h3><p>{esc(sent)}</p>{chart}")
+        which, n_all = ", ".join(g.protocol for g in gs), (1 << len(gs[0].players)) - 1
+        held = "" if all(g.exact for g in gs) else (f" Read over the {max(len(g.masks) for g in gs) - 1} of {n_all} coalitions the record of "
+                                                     f"{which} holds, on {len(items)} items; the other coalitions were not evaluated.")
+        shown = tab[tab.frontier | tab.index.isin(tab.groupby(["protocol", "size"]).accuracy.idxmax())]  # the page draws the frontier and each protocol's best of each size
+        if tab.cost.notna().any(): panels.append(shown.assign(setting=f"{pool} × {task}: {which}" + ("" if all(g.exact for g in gs) else f" ({len(items)} items)")))
+        blocks.append(f"<h3>{esc(pool)} × {esc(task)}</h3><p>{esc(sent + held)}</p>")
         for g in gs:
             sizes.append(best_systems(g, repeats=repeats, **kw))
             if g.exact:  # the strongest player alone, added to the pool of all the others
@@ -555,14 +558,17 @@ def design_section(res: dict, # the results: `games`, `coalitions` and `individu
     cap = (f"Which system to deploy, from the per-item games (no model call). A chosen system's accuracy is cross-fitted: the items are "
            f"halved at random, the choice is made on one half and scored on the other, then the halves swap ({repeats} halvings), so no item "
            f"scores a choice it helped make; {pct} bootstrap CIs over items. The in-sample figure of the same choice stands beside it: the "
-           f"difference (optimism) is the winner's curse of picking the best of many coalitions on the items that score it. Upper bounds are "
+           f"difference (optimism) is the winner's curse of picking the best of many coalitions on the items that score it. Each chart draws the "
+           f"frontier and, faint, each protocol's most accurate system of each size (every system is in the explorer's Design view). Upper bounds are "
            f"left out: they read the gold answer. Costs are prompt and completion tokens per item, summed over the calls each system makes.")
     details = [("The best system of each size", "Per setting and size: the coalition chosen on all items, its accuracy in sample and held out, "
                 "the held-out gain over the best member alone (paired over items), and how often the halves chose the same coalition.", best)]
     if adds: details.append(("What the strongest player adds", "Per setting, the player with the highest accuracy alone, added to the pool of "
                              "all the others: the system's accuracy with it minus without it (paired over items), its Shapley value, and the "
                              "best deployable pool without it and with it allowed, both held out.", pd.DataFrame(adds)))
-    return (f'<section id="design"><h2>Which system to deploy</h2><p class="caption">{esc(cap)}</p>' + "".join(blocks)
+    chart = embed_chart(frontier_chart(pd.concat(panels, ignore_index=True), width=300, height=190, facet="setting").configure_header(labelFontSize=11),
+                        "chart-frontier-0") if panels else ""  # one chart, a panel per pool and task: one page script, drawn at once
+    return (f'<section id="design"><h2>Which system to deploy</h2><p class="caption">{esc(cap)}</p>' + "".join(blocks) + chart
             + "".join(f'<details><summary>{esc(t)}</summary><p class="caption">{esc(c)}</p><div class="wrap">{_html_table(d)}</div></details>'
                       for t, c, d in details) + "</section>")
 
@@ -623,8 +629,9 @@ def _items_line(res: dict) -> str:
 
 def build_report(res: dict, # from `experiment.run_experiment`: values, correlations, summary, protocols, pairwise, requests, model_calls, seconds
                  level: float|None = None, # the CI level of the run (default: `res["level"]`, else `analysis.verdict`'s)
+                 design: str|None = None, # the design section's HTML when made elsewhere, e.g. in another process (default: `design_section(res)`)
                 ) -> str: # a self-contained HTML page
-    "The report as one offline HTML page: (a study's pools × families table,) the finding, the table of settings, the charts, the detailed tables, the run's facts."
+    "The report as one offline HTML page: (a study's pools × families table,) the finding, the table of settings, what to deploy, the charts, the detailed tables, the run's facts."
     # several pools: each setting is named with its pool, and every table that lists settings gets a pool column
     need = ("values", "correlations", "summary", "protocols", "pairwise")
     if missing := [k for k in need if k not in res]: raise ValueError(f"res lacks {missing}: pass what `run_experiment` returns")
@@ -723,7 +730,7 @@ def build_report(res: dict, # from `experiment.run_experiment`: values, correlat
          f'accuracy v(N) against its best member alone (paired {pct} CI), the best of every coalition against that member (the maximum over '
          f'the coalitions, so biased upward), whether one member fixes or explains v(S) (a dictator game), and how many players are at chance.'
          f'</p>{_html_table(games_table(pt), "games")}</section>' if "gain_ci_low" in pt else ""),
-        design_section(res, r["level"]),  # which system to deploy: "" without per-item games
+        design_section(res, r["level"]) if design is None else design,  # which system to deploy: "" without per-item games
         '<section id="charts"><h2>Charts</h2>' + "".join(f'<h3>{esc(t)}</h3><p class="caption">{esc(cap)}</p>{ch}' for t, cap, ch in charts)
         + ("" if charts else '<p class="caption">No tested setting to chart.</p>') + '</section>',
         '<section id="details"><h2>Detailed tables</h2>' + "".join(

@@ -6,8 +6,8 @@ Docs: https://compstrength.github.io/compstrength/widgets.html.md"""
 
 # %% ../nbs/08a_widgets.ipynb #95f292a3
 from __future__ import annotations
-import threading, time
-from collections import OrderedDict
+import html, math, threading, time
+from collections import Counter, OrderedDict
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -20,13 +20,15 @@ from fastcore.basics import patch
 from .attribution import METHODS, SAMPLED_METHODS, parse_coalition
 from .analysis import (coalition_table, contribution_table, interaction_table, rank_correlation,
                                    record_players, item_values_of, values_table)
-from .charts import coalition_lattice, contribution_chart, interaction_heatmap, strength_scatter
+from .charts import coalition_lattice, contribution_chart, frontier_chart, interaction_heatmap, strength_scatter
+from .design import MEASURES, design_games, frontier, recommend
 from .experiment import ExperimentConfig, experiment_games, load_config, run_experiment
 from .game import OUTCOME_COLUMNS, all_coalitions
 from .models import run_sync
 
 # %% auto #0
-__all__ = ['ESTIMATORS', 'RecordSource', 'GameSource', 'selection_tables', 'selection_chart', 'Explorer', 'explore']
+__all__ = ['ESTIMATORS', 'RecordSource', 'GameSource', 'selection_tables', 'selection_chart', 'Explorer', 'design_chart',
+           'DesignView', 'explore']
 
 # %% ../nbs/08a_widgets.ipynb #476db251
 class RecordSource:
@@ -223,8 +225,9 @@ class Explorer:
                  n_boot: int = 500, # bootstrap resamples for the CIs
                  seed: int = 0, # bootstrap and estimator seed
                  memo: int = 64, # selections remembered
+                 design: DesignView|None = None, # a pool-design view, shown in a second tab "Design" (`explore` adds one over a record with per-item games)
                 ):
-        self.source, self.n_boot, self.seed, self.memo = source, n_boot, seed, memo
+        self.source, self.n_boot, self.seed, self.memo, self.design = source, n_boot, seed, memo, design
         protos = source.protocols()
         if not protos: raise ValueError("the source has no settings to explore")
         protocol = protocol or protos[0]
@@ -251,10 +254,11 @@ class Explorer:
         self.table = W.HTML().add_class("cs-table")
         _offline()
         self.chart = alt.JupyterChart(_placeholder("…"), embed_options={"renderer": "svg", "actions": False})
-        self.widget = W.VBox([
+        main = W.VBox([
             W.HBox([self.members, W.VBox([self.protocol, self.task, self.estimator, self.budget]),
                     W.VBox([W.HBox([self.run_button, self.cancel_button]), self.progress])]),
             self.status, W.Box([self.chart]).add_class("cs-chart"), self.table]).add_class("cs-explorer")
+        self.widget = main if design is None else W.Tab([main, design.widget], titles=("Explore", "Design")).add_class("cs-tabs")
         for w in (self.members, self.task, self.estimator, self.budget): w.observe(self.refresh, names="value")
         self.protocol.observe(self._protocol_changed, names="value")
         self.run_button.on_click(lambda _: self.run())
@@ -370,19 +374,245 @@ def run(self: Explorer,
     if wait: self._thread.join()
     return self._thread
 
+# %% ../nbs/08a_widgets.ipynb #06b6fc91
+def design_chart(front: pd.DataFrame, # from `design.frontier` (one pool and task)
+                 chosen: pd.Series|dict|None = None, # the recommended system (the first row of `design.recommend`'s table): ringed, and named in the subtitle
+                 budget: float|None = None, # the budget per item: a dashed rule
+                 width: int = 520, height: int = 300, # size in pixels
+                ) -> alt.LayerChart:
+    "`charts.frontier_chart` with the budget as a dashed rule and the recommended system ringed."
+    base = frontier_chart(front, width=width, height=height)  # raises when no system has a recorded cost
+    measure = str(front.measure.iloc[0]) if "measure" in front else "cost"
+    x = alt.X("cost:Q", scale=alt.Scale(type="log", nice=False), title=f"mean {measure} per item (log scale)")
+    extra, sub = [], []
+    if chosen is not None:
+        how = "alone" if chosen["protocol"] == "alone" else f"under {chosen['protocol']}"
+        sub.append(f"recommended: {chosen['system']} {how}")
+        if np.isfinite(chosen["cost"]) and chosen["cost"] > 0:
+            ring = pd.DataFrame([{k: chosen[k] for k in ("protocol", "system", "size", "cost", "accuracy")}])
+            extra.append(alt.Chart(ring).mark_point(shape="circle", size=420, filled=False, strokeWidth=2.5, color="black").encode(
+                x=x, y="accuracy:Q", tooltip=["protocol:N", "system:N", alt.Tooltip("cost:Q", format=",.0f"), alt.Tooltip("accuracy:Q", format=".3f")]))
+    if budget is not None and budget > 0:
+        sub.append(f"budget {budget:,.4g} {measure} per item")
+        b = alt.Chart(pd.DataFrame({"cost": [budget], "label": ["budget"]}))
+        extra += [b.mark_rule(strokeDash=[6, 4], color="#c0392b", strokeWidth=1.5).encode(x=x),
+                  b.mark_text(align="left", baseline="top", dx=4, color="#c0392b").encode(x=x, y=alt.value(4), text="label:N")]
+    elif chosen is not None: sub.append("no budget")
+    title = alt.Title(base.title, subtitle=" · ".join(sub)) if sub else base.title
+    return alt.layer(*base.layer, *extra).properties(width=width, height=height, title=title)
+
+# %% ../nbs/08a_widgets.ipynb #4558cfed
+def _protocol_choices(games: dict, pool: str, task: str) -> list:
+    "Dropdown options (label, protocols) of a pool and task: all protocols of each set of items (most items first), then each protocol alone."
+    groups: dict = {}
+    for (p, proto, t), g in games.items():
+        if p == pool and t == task: groups.setdefault(tuple(g.items), []).append(proto)
+    groups = sorted(groups.items(), key=lambda kv: -len(kv[0]))
+    n = Counter(len(items) for items, _ in groups)
+    tag = lambda i, items: "" if len(groups) == 1 else f" ({len(items)} items{'' if n[len(items)] == 1 else f', set {i + 1}'})"
+    return ([(f"all protocols{tag(i, it)}", tuple(ps)) for i, (it, ps) in enumerate(groups) if len(ps) > 1] +
+            [(f"{p}{tag(i, it)}", (p,)) for i, (it, ps) in enumerate(groups) for p in ps])
+
+def _best_by_size(front: pd.DataFrame, budget: float|None, chosen: pd.Series|None) -> pd.DataFrame:
+    "The recommended system, then the most accurate system of each size within the budget (in sample)."
+    d = front if budget is None else front[front.cost <= budget]
+    best = d.sort_values(["accuracy", "cost"], ascending=[False, True], kind="stable").groupby("size", sort=True).head(1).sort_values("size")
+    rows = ([] if chosen is None else [dict(role="recommended", **{k: chosen[k] for k in ("system", "protocol", "size", "cost", "accuracy")})]) + \
+           [dict(role=f"best of size {r.size}", system=r.system, protocol=r.protocol, size=r.size, cost=r.cost, accuracy=r.accuracy) for r in best.itertuples()]
+    return pd.DataFrame(rows, columns=["role", "system", "protocol", "size", "cost", "accuracy"])
+
+# %% ../nbs/08a_widgets.ipynb #b27e8407
+class DesignView:
+    "The cost–accuracy frontier of a pool and task and the system to deploy, under controls for pool, task, protocols, cost measure, budget and size."
+    def __init__(self, games: dict, # (pool, protocol, task) → `DesignGame` (`design.design_games`)
+                 pool: str|None = None, # initial pool (default: the first)
+                 task: str|None = None, # initial task (default: the pool's first)
+                 protocols: str|Sequence[str]|None = None, # initial protocol or protocols (default: all protocols on the task's largest set of items)
+                 measure: str = "tokens", # the cost measure: tokens, seconds or usd
+                 budget: float|None = None, # the most a system may cost per item (None: no budget)
+                 k: int|None = None, # coalition size (None: any)
+                 repeats: int = 20, n_boot: int = 2000, level: float = 0.95, seed: int = 0, # cross-fitting and bootstrap (`design.recommend`)
+                 memo: int = 128, # frontiers, recommendations and charts remembered
+                ):
+        if not games: raise ValueError("no setting to design from (`design.design_games` found none)")
+        self.games, self.repeats, self.n_boot, self.level, self.seed, self.memo = games, repeats, n_boot, level, seed, memo
+        pools = list(dict.fromkeys(p for p, _, _ in games))
+        pool = pool or pools[0]
+        if pool not in pools: raise ValueError(f"unknown pool {pool!r}: choose from {pools}")
+        if measure not in MEASURES: raise ValueError(f"measure must be one of {list(MEASURES)}, not {measure!r}")
+        tasks = self._tasks(pool)
+        task = task or tasks[0]
+        if task not in tasks: raise ValueError(f"pool {pool!r} has no task {task!r}: choose from {tasks}")
+        opts = _protocol_choices(games, pool, task)
+        want = opts[0][1] if protocols is None else {protocols} if isinstance(protocols, str) else set(protocols)
+        pick = next((v for _, v in opts if set(v) == set(want)), None)
+        if pick is None: raise ValueError(f"no choice {sorted(want)} for {pool} × {task}: choose from {[v for _, v in opts]}")
+        n = self._size(pool)
+        if k is not None and not 1 <= k <= n: raise ValueError(f"size k must lie in 1 … {n}, not {k}")
+        self._frontiers, self._recs, self._specs, self._fitted, self._measure, self._budget_given = OrderedDict(), OrderedDict(), OrderedDict(), None, None, budget is not None
+        self._quiet = True
+        self.pool = W.Dropdown(options=pools, value=pool, description="pool").add_class("cs-design-pool")
+        self.task = W.Dropdown(options=tasks, value=task, description="task").add_class("cs-design-task")
+        self.protocols = W.Dropdown(options=opts, value=pick, description="protocols", layout=W.Layout(width="380px")).add_class("cs-design-protocols")
+        self.measure = W.Dropdown(options=list(MEASURES), value=measure, description="cost").add_class("cs-design-measure")
+        self.k = W.Dropdown(options=self._sizes(n), value=k or 0, description="size").add_class("cs-design-size")
+        self.limit = W.Checkbox(value=budget is not None, description="within a budget", indent=True).add_class("cs-design-limit")
+        self.budget = W.FloatLogSlider(value=budget or 1.0, base=10, min=-6, max=9, step=0.01, description="budget", readout_format=",.4g",
+                                       continuous_update=False, disabled=budget is None, layout=W.Layout(width="380px")).add_class("cs-design-budget")
+        self.sentence = W.HTML().add_class("cs-design-recommendation")
+        self.table = W.HTML().add_class("cs-design-table")
+        self.status = W.HTML().add_class("cs-design-status")
+        _offline()
+        self.chart = alt.JupyterChart(_placeholder("…"), embed_options={"renderer": "svg", "actions": False})
+        self.widget = W.VBox([
+            W.HBox([W.VBox([self.pool, self.task, self.protocols]), W.VBox([self.measure, self.k, self.limit, self.budget])]),
+            self.sentence, W.Box([self.chart]).add_class("cs-design-chart"), self.table, self.status]).add_class("cs-design")
+        self.pool.observe(self._pool_changed, names="value")
+        self.task.observe(self._task_changed, names="value")
+        for w in (self.protocols, self.measure, self.k, self.limit, self.budget): w.observe(self.refresh, names="value")
+        self._quiet = False
+        self.refresh()
+
+    def _tasks(self, pool): return list(dict.fromkeys(t for p, _, t in self.games if p == pool))
+    def _size(self, pool): return max(len(g.players) for (p, _, _), g in self.games.items() if p == pool)
+    def _sizes(self, n): return [("any", 0)] + [(str(i), i) for i in range(1, n + 1)]
+    def _games(self, sel): return [self.games[(sel[0], p, sel[1])] for p in sel[2]]
+
+    def _repr_mimebundle_(self, **kw):
+        "The live widget for Jupyter, and the current chart's spec for renderers without widgets (the docs site)."
+        b = self.widget._repr_mimebundle_(**kw) or {}
+        if self.chart.spec: b[f"application/vnd.vegalite.{alt.SCHEMA_VERSION.split('.')[0]}+json"] = self.chart.spec
+        return b
+
+    def _set_protocols(self):
+        opts = _protocol_choices(self.games, self.pool.value, self.task.value)
+        keep = next((v for _, v in opts if set(v) == set(self.protocols.value)), opts[0][1])
+        self.protocols.options = opts; self.protocols.value = keep
+
+    def _pool_changed(self, change):
+        self._quiet = True
+        try:
+            tasks = self._tasks(change["new"])
+            keep = self.task.value if self.task.value in tasks else tasks[0]
+            self.task.options = tasks; self.task.value = keep
+            n, k = self._size(change["new"]), self.k.value
+            self.k.options = self._sizes(n); self.k.value = k if k <= n else 0
+            self._set_protocols()
+        finally: self._quiet = False
+        self.refresh()
+
+    def _task_changed(self, change):
+        self._quiet = True
+        try: self._set_protocols()
+        finally: self._quiet = False
+        self.refresh()
+
+    @property
+    def selection(self) -> tuple:
+        "(pool, task, protocols, measure, budget or None, size or None); the budget to 3 significant digits."
+        b = float(f"{self.budget.value:.3g}") if self.limit.value and not self.limit.disabled else None
+        return self.pool.value, self.task.value, tuple(self.protocols.value), self.measure.value, b, self.k.value or None
+
+    def _remember(self, store, key, make):
+        if key not in store:
+            try: store[key] = make()
+            except ValueError as e: store[key] = e  # a choice nothing fits: its message, remembered too
+            while len(store) > self.memo: store.popitem(last=False)
+        else: store.move_to_end(key)
+        if isinstance(store[key], Exception): raise store[key]
+        return store[key]
+
+    def frontier_table(self) -> pd.DataFrame: # `design.frontier` of the current pool, task, protocols and measure
+        "The frontier of the current choice, computed once per (pool, task, protocols, measure): the budget and size do not change it."
+        sel = self.selection
+        return self._remember(self._frontiers, sel[:4], lambda: frontier(
+            self._games(sel), sel[3], repeats=self.repeats, n_boot=self.n_boot, level=self.level, seed=self.seed))
+
+    def recommended(self) -> tuple: # (sentence, table) of `design.recommend`; ValueError when no system fits
+        "The recommendation for the current selection, remembered per selection."
+        sel = self.selection
+        return self._remember(self._recs, sel, lambda: recommend(
+            self._games(sel), k=sel[5], budget=sel[4], measure=sel[3], repeats=self.repeats, n_boot=self.n_boot, level=self.level, seed=self.seed,
+            front=self.frontier_table()))  # the kept frontier: only the choice within the budget is made again
+
+    def _fit_budget(self, front):
+        "Fit the budget slider to the systems' costs once per (pool, task, protocols, measure): from half the cheapest to the dearest."
+        key = self.selection[:4]
+        if key == self._fitted: return
+        c = front.cost[np.isfinite(front.cost) & (front.cost > 0)]
+        self._quiet = True
+        try:
+            self.limit.disabled = not len(c)
+            if len(c):
+                lo, hi = math.log10(c.min() / 2), math.log10(c.max())
+                hi = max(hi, lo + 0.1)
+                first, v = self._measure is None, self.budget.value
+                v = float(c.median()) if (first and not self._budget_given) or (not first and key[3] != self._measure) else min(max(v, 10 ** lo), 10 ** hi)
+                with self.budget.hold_trait_notifications():
+                    self.budget.min, self.budget.max, self.budget.step, self.budget.value = lo, hi, (hi - lo) / 200, v
+            self.budget.disabled = self.limit.disabled or not self.limit.value
+        finally: self._quiet = False
+        self._fitted, self._measure = key, key[3]
+
+    def refresh(self, *_) -> float|None: # seconds it took (None while controls are being set, or on an error)
+        "Recall or compute the frontier and the recommendation, and update the chart, sentence, table and status."
+        if self._quiet: return None
+        t0 = time.perf_counter()
+        self.budget.disabled = self.limit.disabled or not self.limit.value
+        try: front = self.frontier_table()
+        except ValueError as e:
+            self.sentence.value = f"<b>error</b>: {html.escape(str(e))}"; self.table.value = self.status.value = ""
+            self.chart.spec = _placeholder("error: see above").to_dict(); return None
+        self._fit_budget(front)
+        pool, task, protos, measure, budget, k = sel = self.selection
+        try:
+            s, tab = self.recommended()
+            chosen, self.last = tab.iloc[0], dict(selection=sel, sentence=s, table=tab, frontier=front)
+            self.sentence.value = html.escape(s)
+        except ValueError as e:
+            chosen, self.last = None, dict(selection=sel, sentence=None, table=None, frontier=front, error=str(e))
+            fit = front if k is None else front[front["size"] == k]
+            cheapest = f"; the cheapest system{'' if k is None else f' of {k} players'} costs {fit.cost.min():,.4g} {measure} per item" if fit.cost.notna().any() else ""
+            self.sentence.value = f"<b>no recommendation</b>: {html.escape(str(e))}{cheapest}: raise the budget or pick another size."
+        def spec():
+            try: return design_chart(front, chosen, budget).to_dict(validate=False)  # tested through `design_chart`: no schema validation
+            except ValueError as e: return _placeholder(f"{pool} × {task}: {e} ({measure})").to_dict()
+        self.chart.spec = self._remember(self._specs, sel, spec)
+        best = _best_by_size(front, budget, chosen)
+        self.table.value = (best.to_html(index=False, border=0, formatters={"cost": "{:,.1f}".format, "accuracy": "{:.3f}".format}) +
+                            "<small>best of each size: the most accurate in sample (optimistic: chosen and scored on the same items); "
+                            "the held-out figure is the sentence's</small>") if len(best) else "<i>no system within the budget</i>"
+        dt = time.perf_counter() - t0
+        self.status.value = (f"{pool} × {task}, {', '.join(protos)}: {len(front)} systems on {int(front.n_items.iloc[0])} items, "
+                             f"{int(front.frontier.sum())} on the {measure} frontier · updated in {dt:.2f} s")
+        return dt
+
 # %% ../nbs/08a_widgets.ipynb #698ae629
 def explore(source=None, # saved results: `run_experiment`'s dict, an outcomes DataFrame or a results folder; or a config (`ExperimentConfig` or TOML path); default: the default config
             mode: str = "replay", # for a config: replay, live or record
             cache_dir: str|Path|None = None, # for a config: its caches (default: as `run_experiment`)
+            design: bool|dict = True, # a "Design" tab (`DesignView`) when the saved results have per-item games; a dict: its options (pool, task, protocols, measure, budget, k, …)
             **kw, # passed to `Explorer` (protocol, task, members, estimator, budget, n_boot, seed)
            ) -> Explorer:
-    "An explorer over saved results or a config."
-    if isinstance(source, dict) and "outcomes" in source: src = RecordSource(source["outcomes"], individual=source.get("individual"))
+    "An explorer over saved results or a config; over saved results with per-item games, beside a Design view."
+    record = None  # what `design_games` reads: a results dict or folder with per-item games
+    if isinstance(source, dict) and "outcomes" in source:
+        src = RecordSource(source["outcomes"], individual=source.get("individual"))
+        if {"games", "coalitions"} <= set(source): record = source
     elif isinstance(source, pd.DataFrame): src = RecordSource(source)
     elif isinstance(source, (str, Path)) and Path(source).is_dir():
         f = Path(source)/"outcomes.csv"
         if not f.exists(): raise FileNotFoundError(f"{source} has no outcomes.csv (write one with `compstrength run --out`)")
         ind = Path(source)/"individual.csv"
         src = RecordSource(pd.read_csv(f), individual=pd.read_csv(ind) if ind.exists() else None)
+        if (Path(source)/"games.csv.gz").exists() and (Path(source)/"coalitions.csv").exists(): record = source
     else: src = GameSource(source, mode=mode, cache_dir=cache_dir)
-    return Explorer(src, **kw)
+    dv = None
+    if design is not False and record is not None:
+        try: games = design_games(record)
+        except ValueError:  # no setting pool design can read
+            if isinstance(design, dict): raise
+            games = {}
+        if games: dv = DesignView(games, **(design if isinstance(design, dict) else {}))
+    elif isinstance(design, dict): raise ValueError("a Design view needs saved results with per-item games (games and coalitions)")
+    return Explorer(src, design=dv, **kw)

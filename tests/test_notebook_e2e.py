@@ -218,6 +218,14 @@ def open_and_run(page, console, base, token, nbname) -> float:
     return time.monotonic() - t_run
 
 
+def _page(browser):
+    "A page of the lab's size that collects the browser's errors: (page, the list they go to)."
+    page, console = browser.new_page(viewport={"width": 1600, "height": 1500}), []
+    page.on("pageerror", lambda e: console.append(f"pageerror: {e}"))
+    page.on("console", lambda m: console.append(f"console.{m.type}: {m.text}") if m.type == "error" else None)
+    return page, console
+
+
 def test_quickstart_explorer_e2e(lab):
     from playwright.sync_api import sync_playwright, Error as PWError
     base, token, nbname = lab
@@ -225,10 +233,7 @@ def test_quickstart_explorer_e2e(lab):
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True)
         try:
-            page = browser.new_page(viewport={"width": 1600, "height": 1500})
-            console = []
-            page.on("pageerror", lambda e: console.append(f"pageerror: {e}"))
-            page.on("console", lambda m: console.append(f"console.{m.type}: {m.text}") if m.type == "error" else None)
+            page, console = _page(browser)
             run_s = open_and_run(page, console, base, token, nbname)
             # a refresh may still be in flight: let the status settle
             try: page.wait_for_function("(sel) => /updated in [0-9.]+ s\\s*$/.test(document.querySelector(sel)?.textContent ?? '')",
@@ -282,6 +287,114 @@ def test_quickstart_explorer_e2e(lab):
             print(f"\n[e2e] notebook {nbname}: all cells run, chart drawn, {run_s:.1f} s after Run All Cells; "
                   f"protocol {current!r} -> {new!r}: browser saw the new chart after {update_s:.2f} s "
                   f"(status: {status!r}); total {time.monotonic()-t_start:.1f} s; artefacts in {ARTIFACTS}")
+            if console: print("[e2e] browser errors (not fatal):\n  " + "\n  ".join(console[-10:]))
+        finally:
+            browser.close()
+
+
+# ---- The Design view (`widgets.DesignView`) over the committed study's record, through `explore`'s "Design" tab ----
+
+DESIGN, DESIGN_CHART_SVG = ".cs-design", ".cs-design .cs-design-chart svg.marks"
+DESIGN_SENTENCE, DESIGN_STATUS = ".cs-design .cs-design-recommendation", ".cs-design .cs-design-status"
+DESIGN_SCREENSHOT = REPO/"bench"/"results"/"explorer_design.png"   # committed evidence: a copy of design-view.png
+DESIGN_CELLS = [
+    "from compstrength.config import load_study\nfrom compstrength.study import study_results\nfrom compstrength.widgets import explore\n"
+    "res = study_results(load_study())   # the committed study's record, replayed (no model call)",
+    "ex = explore(res, design=dict(task='gsm8k'))   # the explorer, and a Design tab: ex.design\nex",
+]
+
+
+@pytest.fixture(scope="module")
+def design_lab(tmp_path_factory):
+    "A JupyterLab server with a notebook that opens `explore` (and its Design tab) on the committed study's record."
+    tmp = tmp_path_factory.mktemp("design")
+    nb = tmp/"design_view.ipynb"
+    nb.write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {"kernelspec": {"name": "python3", "display_name": "python3", "language": "python"}},
+                              "cells": [{"cell_type": "code", "id": f"c{i}", "metadata": {}, "execution_count": None, "outputs": [], "source": s}
+                                        for i, s in enumerate(DESIGN_CELLS)]}))
+    (ARTIFACTS/"lab-failure.png").unlink(missing_ok=True)
+    with lab_server(nb, tmp) as x:
+        yield x
+
+
+def _design_state(page):
+    "The Design view's chart SVG (all text, and its markup), its recommendation and its status line."
+    return page.evaluate("""([svg, sen, st]) => { const s = document.querySelector(svg);
+      return {text: s ? s.textContent : null, html: s ? s.outerHTML : null,
+              sentence: document.querySelector(sen)?.textContent ?? null, status: document.querySelector(st)?.textContent ?? null}; }""",
+                         [DESIGN_CHART_SVG, DESIGN_SENTENCE, DESIGN_STATUS])
+
+
+def _wait_design(page, console, what, pred_js, arg, timeout_s=UPDATE_TIMEOUT_S):
+    "Wait until `pred_js(state, arg)` holds for the Design view's state; seconds it took."
+    from playwright.sync_api import Error as PWError
+    t0 = time.monotonic()
+    try: page.wait_for_function(f"""([svg, sen, st, arg]) => {{ const s = document.querySelector(svg);
+            const state = {{text: s ? s.textContent : '', sentence: document.querySelector(sen)?.textContent ?? '',
+                           status: document.querySelector(st)?.textContent ?? ''}};
+            return ({pred_js})(state, arg); }}""", arg=[DESIGN_CHART_SVG, DESIGN_SENTENCE, DESIGN_STATUS, arg],
+                                timeout=timeout_s*1000, polling="raf")
+    except PWError: _fail(page, console, f"the Design view did not show {what} within {timeout_s} s; now: {_design_state(page)}")
+    return time.monotonic() - t0
+
+
+def _updated_s(status: str) -> float:
+    m = re.search(r"updated in ([0-9.]+) s\s*$", status or "")
+    assert m, f"no 'updated in X s' in the Design view's status {status!r}"
+    return float(m.group(1))
+
+
+def test_design_view_e2e(design_lab):
+    "Open the Design tab of `explore` on the committed study, change the budget and the task in the browser; the recommendation and the chart follow, each update under 1 s in the kernel."
+    from playwright.sync_api import sync_playwright
+    base, token, nbname = design_lab
+    t_start = time.monotonic()
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True)
+        try:
+            page, console = _page(browser)
+            run_s = open_and_run(page, console, base, token, nbname)
+            tab = page.locator(".cs-tabs .lm-TabBar-tab", has_text=re.compile(r"^\s*Design\s*$"))   # the widget's tab, not the notebook's
+            if not tab.count(): _fail(page, console, "explore(...) over the study's record shows no 'Design' tab")
+            tab.first.click()
+            _wait_design(page, console, "the frontier of gsm8k with a recommendation",
+                         "(s) => s.text.includes('mixed × gsm8k') && s.sentence.includes('On gsm8k') && /updated in [0-9.]+ s\\s*$/.test(s.status)", None)
+            view = page.locator(DESIGN).first
+            if not view.is_visible(): _fail(page, console, "the Design tab was clicked but its view is hidden")
+            view.scroll_into_view_if_needed()
+            before = _design_state(page)
+            assert "within" not in before["sentence"] and "no budget" in before["text"], before
+
+            # a budget, through the browser: tick "within a budget" (the slider starts at the median cost), then type 300 into the slider's readout
+            page.locator(".cs-design-limit input[type=checkbox]").first.click()
+            _wait_design(page, console, "a budget in the recommendation", "(s) => / within [0-9.,]+ tokens per item /.test(s.sentence) && s.text.includes('budget ')", None)
+            readout = page.locator(".cs-design-budget .widget-readout").first
+            readout.click(); page.keyboard.press("Control+A"); page.keyboard.type("300")
+            t0 = time.monotonic(); page.keyboard.press("Enter")
+            budget_s = _wait_design(page, console, "the recommendation within 300 tokens per item",
+                                    "(s) => s.sentence.includes('within 300 tokens per item') && s.text.includes('budget 300 tokens per item')", None)
+            page.wait_for_timeout(300)
+            budget_kernel_s = _updated_s(_design_state(page)["status"])
+            view.screenshot(path=str(ARTIFACTS/"design-view.png"))
+            after = _design_state(page)
+            assert after["sentence"] != before["sentence"] and after["html"] != before["html"], "the budget changed neither the recommendation nor the chart"
+            chosen = re.search(r"within 300 tokens per item is (\S+) ", after["sentence"]).group(1)
+            assert f"recommended: {chosen} " in after["text"], (chosen, after["text"][:400])
+
+            # the task, through its dropdown: a new frontier and a new recommendation
+            page.locator(".cs-design-task select").first.select_option(value="mmlu")
+            task_s = _wait_design(page, console, "the frontier of mmlu", "(s) => s.text.includes('mixed × mmlu') && s.sentence.includes('On mmlu')", None)
+            page.wait_for_timeout(300)
+            task_kernel_s = _updated_s(_design_state(page)["status"])
+            mmlu = _design_state(page)
+            assert mmlu["html"] != after["html"] and mmlu["sentence"] != after["sentence"]
+            view.screenshot(path=str(ARTIFACTS/"design-view-mmlu.png"))
+            assert budget_kernel_s < 1 and task_kernel_s < 1, (budget_kernel_s, task_kernel_s)
+            import shutil; shutil.copyfile(ARTIFACTS/"design-view.png", DESIGN_SCREENSHOT)
+            print(f"\n[e2e] {nbname}: all cells run in {run_s:.1f} s; Design tab: budget -> 300 tokens: the browser saw the new "
+                  f"recommendation and chart after {budget_s:.2f} s (kernel update {budget_kernel_s:.2f} s; recommended {chosen}); "
+                  f"task -> mmlu: {task_s:.2f} s (kernel {task_kernel_s:.2f} s); total {time.monotonic()-t_start:.1f} s; "
+                  f"screenshots {ARTIFACTS/'design-view.png'}, {DESIGN_SCREENSHOT}")
             if console: print("[e2e] browser errors (not fatal):\n  " + "\n  ".join(console[-10:]))
         finally:
             browser.close()
