@@ -225,7 +225,7 @@ class Explorer:
                  n_boot: int = 500, # bootstrap resamples for the CIs
                  seed: int = 0, # bootstrap and estimator seed
                  memo: int = 64, # selections remembered
-                 design: DesignView|None = None, # a pool-design view, shown in a second tab "Design" (`explore` adds one over a record with per-item games)
+                 design: object = None, # a pool-design view (`DesignView`), shown in a second tab "Design" (`explore` adds one over a record with per-item games)
                 ):
         self.source, self.n_boot, self.seed, self.memo, self.design = source, n_boot, seed, memo, design
         protos = source.protocols()
@@ -399,7 +399,8 @@ def design_chart(front: pd.DataFrame, # from `design.frontier` (one pool and tas
                   b.mark_text(align="left", baseline="top", dx=4, color="#c0392b").encode(x=x, y=alt.value(4), text="label:N")]
     elif chosen is not None: sub.append("no budget")
     title = alt.Title(base.title, subtitle=" · ".join(sub)) if sub else base.title
-    return alt.layer(*base.layer, *extra).properties(width=width, height=height, title=title)
+    own = [l if base.data is alt.Undefined or l.data is not alt.Undefined else l.properties(data=base.data) for l in base.layer]  # the frontier's layers share one dataset
+    return alt.layer(*own, *extra).properties(width=width, height=height, title=title)
 
 # %% ../nbs/08a_widgets.ipynb #4558cfed
 def _protocol_choices(games: dict, pool: str, task: str) -> list:

@@ -298,20 +298,21 @@ DESIGN, DESIGN_CHART_SVG = ".cs-design", ".cs-design .cs-design-chart svg.marks"
 DESIGN_SENTENCE, DESIGN_STATUS = ".cs-design .cs-design-recommendation", ".cs-design .cs-design-status"
 DESIGN_SCREENSHOT = REPO/"bench"/"results"/"explorer_design.png"   # committed evidence: a copy of design-view.png
 DESIGN_CELLS = [
-    "from compstrength.config import load_study\nfrom compstrength.study import study_results\nfrom compstrength.widgets import explore\n"
-    "res = study_results(load_study())   # the committed study's record, replayed (no model call)",
+    "from compstrength.widgets import explore\nres = {res!r}   # the committed study's results folder (the session's replay of the main job: no model call)",
     "ex = explore(res, design=dict(task='gsm8k'))   # the explorer, and a Design tab: ex.design\nex",
 ]
 
 
 @pytest.fixture(scope="module")
-def design_lab(tmp_path_factory):
-    "A JupyterLab server with a notebook that opens `explore` (and its Design tab) on the committed study's record."
+def design_lab(tmp_path_factory, default_run):
+    "A JupyterLab server with a notebook that opens `explore` (and its Design tab) on the committed study's results folder."
+    r, res = default_run
+    assert r.returncode == 0, r.stderr[-3000:]
     tmp = tmp_path_factory.mktemp("design")
     nb = tmp/"design_view.ipynb"
     nb.write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {"kernelspec": {"name": "python3", "display_name": "python3", "language": "python"}},
                               "cells": [{"cell_type": "code", "id": f"c{i}", "metadata": {}, "execution_count": None, "outputs": [], "source": s}
-                                        for i, s in enumerate(DESIGN_CELLS)]}))
+                                        for i, s in enumerate(c.format(res=str(res)) for c in DESIGN_CELLS)]}))
     (ARTIFACTS/"lab-failure.png").unlink(missing_ok=True)
     with lab_server(nb, tmp) as x:
         yield x
@@ -364,6 +365,8 @@ def test_design_view_e2e(design_lab):
             view.scroll_into_view_if_needed()
             before = _design_state(page)
             assert "within" not in before["sentence"] and "no budget" in before["text"], before
+            marks = page.evaluate("(sel) => document.querySelector(sel).querySelectorAll('g.mark-symbol path').length", DESIGN_CHART_SVG)
+            assert marks > 100, f"the chart draws {marks} systems: the frontier of 996 systems is not drawn"
 
             # a budget, through the browser: tick "within a budget" (the slider starts at the median cost), then type 300 into the slider's readout
             page.locator(".cs-design-limit input[type=checkbox]").first.click()
