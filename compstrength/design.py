@@ -7,7 +7,7 @@ Docs: https://compstrength.github.io/compstrength/design.html.md"""
 # %% ../nbs/06c_design.ipynb #e740cfc2
 from __future__ import annotations
 import gzip, math
-from collections import Counter
+
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
