@@ -107,7 +107,7 @@ def strength_scatter(values: pd.DataFrame, # the values record (protocol, task, 
              values[f"{y}_ci_low"].min() if f"{y}_ci_low" in values else values[y].min(), 0)
     hi = max(values[f"{x}_ci_high"].max() if f"{x}_ci_high" in values else values[x].max(),
              values[f"{y}_ci_high"].max() if f"{y}_ci_high" in values else values[y].max())
-    panels = []
+    parts, titles = [], []
     for (proto, task), v in values.groupby(["protocol", "task"], sort=False):
         rho, ci = float("nan"), ""
         if correlations is not None:
@@ -117,24 +117,32 @@ def strength_scatter(values: pd.DataFrame, # the values record (protocol, task, 
             if len(c) and "spearman_ci_low" in c and not np.isnan(rho):
                 ci = f" [{fmt_num(c.spearman_ci_low.iloc[0], 2)}, {fmt_num(c.spearman_ci_high.iloc[0], 2)}]"
         if correlations is None or np.isnan(rho): rho = rank_corr(v[x], v[y])[0]
-        rho_txt = "n/a (a constant strength)" if np.isnan(rho) else fmt_num(rho, 2) + ci
+        titles.append(f"{proto} × {task}: Spearman ρ = " + ("n/a (a constant strength)" if np.isnan(rho) else fmt_num(rho, 2) + ci))
         keep = ["model", x, y, f"{x}_ci_low", f"{x}_ci_high", f"{y}_ci_low", f"{y}_ci_high", "loo", "banzhaf", "shapley"]
-        v = v[list(dict.fromkeys(c for c in keep if c in v.columns))]  # only what the panel draws: a smaller page, drawn sooner
-        base = alt.Chart(v).encode(x=alt.X(f"{x}:Q", title=_label(x), scale=alt.Scale(domain=[lo, hi], nice=True)),
-                                   color=color)
-        tips = ["model:N", alt.Tooltip(f"{x}:Q", format=".3f"), alt.Tooltip(f"{y}:Q", format=".3f")]
-        for extra in ("loo", "banzhaf", "shapley"):
-            if extra in v.columns and extra not in (x, y): tips.append(alt.Tooltip(f"{extra}:Q", format=".3f"))
-        layers = [alt.Chart(pd.DataFrame({"d": [lo, hi]})).mark_line(color="#bbb", strokeDash=[4, 4]).encode(x="d:Q", y="d:Q")]
-        if f"{y}_ci_low" in v.columns:
-            layers.append(base.mark_rule(opacity=0.6).encode(y=alt.Y(f"{y}_ci_low:Q"), y2=f"{y}_ci_high:Q"))
-        if f"{x}_ci_low" in v.columns:
-            layers.append(base.mark_rule(opacity=0.6).encode(x=alt.X(f"{x}_ci_low:Q"), x2=f"{x}_ci_high:Q", y=f"{y}:Q"))
-        layers.append(base.mark_point(filled=True, size=90, opacity=1).encode(
-            y=alt.Y(f"{y}:Q", title=_label(y), scale=alt.Scale(domain=[lo, hi], nice=True)), tooltip=tips))
-        panels.append(alt.layer(*layers).properties(width=width, height=height,
-                                                    title=f"{proto} × {task}: Spearman ρ = {rho_txt}"))
-    return panels[0] if len(panels) == 1 else alt.concat(*panels, columns=columns)
+        part = v[list(dict.fromkeys(c for c in keep if c in v.columns))].assign(setting=titles[-1])  # only what a panel draws
+        part.attrs = {}  # a values table carries its per-item tables in .attrs: the chart needs none of them
+        parts.append(part)
+    data = pd.concat(parts, ignore_index=True)
+    scale = alt.Scale(domain=[lo, hi], nice=True)
+    base = alt.Chart().encode(x=alt.X(f"{x}:Q", title=_label(x), scale=scale), color=color)
+    tips = ["model:N", alt.Tooltip(f"{x}:Q", format=".3f"), alt.Tooltip(f"{y}:Q", format=".3f")]
+    for extra in ("loo", "banzhaf", "shapley"):
+        if extra in data.columns and extra not in (x, y): tips.append(alt.Tooltip(f"{extra}:Q", format=".3f"))
+    layers = [alt.Chart().mark_rule(color="#bbb", strokeDash=[4, 4]).encode(  # the diagonal, drawn once per panel
+        x=alt.datum(lo), y=alt.datum(lo), x2=alt.datum(hi), y2=alt.datum(hi)
+    ).transform_window(k="row_number()", groupby=["setting"]).transform_filter("datum.k == 1")]
+    if f"{y}_ci_low" in data.columns:
+        layers.append(base.mark_rule(opacity=0.6).encode(y=alt.Y(f"{y}_ci_low:Q"), y2=f"{y}_ci_high:Q"))
+    if f"{x}_ci_low" in data.columns:
+        layers.append(base.mark_rule(opacity=0.6).encode(x=alt.X(f"{x}_ci_low:Q"), x2=f"{x}_ci_high:Q", y=f"{y}:Q"))
+    layers.append(base.mark_point(filled=True, size=90, opacity=1).encode(y=alt.Y(f"{y}:Q", title=_label(y), scale=scale), tooltip=tips))
+    chart = alt.layer(*layers, data=data).properties(width=width, height=height)
+    if len(titles) == 1: return chart.properties(title=titles[0])
+    # one faceted chart over one table, not a concatenation of one chart per setting: a page of a hundred settings builds in a fraction of the time
+    head = alt.Header(labelFontSize=12, labelFontWeight="bold", labelLimit=0,  # the setting on one line, ρ and its CI under it
+                      labelExpr="split(replace(datum.label, ': Spearman ρ', '\\nSpearman ρ'), '\\n')")
+    return chart.facet(facet=alt.Facet("setting:N", sort=titles, title=None, header=head), columns=columns).resolve_axis(x="independent", y="independent")
+
 
 # %% ../nbs/07a_charts.ipynb #c848ae46
 def correlation_heatmap(correlations: pd.DataFrame, # the correlations record

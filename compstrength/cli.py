@@ -229,13 +229,14 @@ def cmd_study(a: argparse.Namespace, # `action` (collect or status), `config`, `
     from compstrength.protocols import dev_task
     from compstrength.reuse import own_answers
     from compstrength.tasks import load_task
-    from compstrength.study import agreement_table, collect, collection_cost, stopping_rule, study_folder, study_progress
+    from compstrength.study import agreement_table, check_tasks, collect, collection_cost, stopping_rule, study_folder, study_progress
     cfg = load_study(a.config)
     if a.action == "collect":
+        if a.tasks: check_tasks(cfg, a.tasks)  # before the pool starts
         with _study_pool(cfg, "live") as bases:
             client = ModelClient(study_players(cfg, bases=bases))
             client.check()
-            collect(cfg, client, stop=stopping_rule(cfg, client), hours=a.hours,
+            collect(cfg, client, stop=stopping_rule(cfg, client), hours=a.hours, only=a.tasks,
                     log=lambda s: print(time.strftime("%H:%M:%S"), s, flush=True))
     folder = study_folder(cfg)
     pd.set_option("display.width", 200)
@@ -617,6 +618,7 @@ def cli_parser() -> argparse.ArgumentParser: # the `compstrength` command's pars
     pst.add_argument("action", choices=["collect", "status"])
     pst.add_argument("config", nargs="?", default=None, help="study TOML (default: configs/study.toml)")
     pst.add_argument("--hours", type=float, default=None, help="collect: end after the batch that crosses this many hours")
+    pst.add_argument("--tasks", nargs="+", default=None, metavar="TASK", help="collect: only these of the config's tasks now (the others wait)")
     pcf = sub.add_parser("config", help="check a config, or migrate a file of an earlier format to the study schema")
     pcf.add_argument("action", choices=["check", "migrate"])
     pcf.add_argument("file", help="config TOML")

@@ -236,9 +236,11 @@ def _norm_logprobs(choice) -> list|None:
     return None
 
 # %% ../nbs/00a_models.ipynb #f6f0e5c2
-async def _closing(coro):
-    "Await `coro`, then close the HTTP sessions LiteLLM opened on this (about to close) loop."
-    try: return await coro
+async def _closing(coro, box: dict):
+    "Await `coro` into `box['v']`, then close the HTTP sessions LiteLLM opened on this (about to close) loop."
+    # the loop's main task returns None: Python 3.11's asyncio.run formats the repr of the SIGINT handler, and with it the task's
+    # result, on every call (a DataFrame's repr costs milliseconds, paid once per replayed batch)
+    try: box["v"] = await coro
     finally:
         try:
             from litellm.llms.custom_httpx.async_client_cleanup import close_litellm_async_clients
@@ -251,10 +253,10 @@ def run_sync(coro):
     "Run `coro` to completion from sync code, also inside Jupyter's running event loop."
     try: running = asyncio.get_running_loop() is not None
     except RuntimeError: running = False
-    if not running: return asyncio.run(_closing(coro))
     box = {}
+    if not running: asyncio.run(_closing(coro, box)); return box["v"]
     def target():
-        try: box["v"] = asyncio.run(_closing(coro))
+        try: asyncio.run(_closing(coro, box))
         except BaseException as e: box["e"] = e
     t = threading.Thread(target=target); t.start(); t.join()
     if "e" in box: raise box["e"]

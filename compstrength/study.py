@@ -31,9 +31,9 @@ from .reuse import dev_answers, own_answers, reuse_game, reuse_values, table_ite
 from .tasks import TASKS, Item, Task, load_task, score
 
 # %% auto #0
-__all__ = ['batch_requests', 'collect_batch', 'study_folder', 'task_folder', 'study_progress', 'collect', 'study_status',
-           'stopping_rule', 'collection_cost', 'agreement_table', 'player_table', 'stopping_table', 'AnswerStore',
-           'study_results']
+__all__ = ['batch_requests', 'collect_batch', 'study_folder', 'task_folder', 'study_progress', 'check_tasks', 'collect',
+           'study_status', 'stopping_rule', 'collection_cost', 'agreement_table', 'player_table', 'stopping_table',
+           'AnswerStore', 'study_results']
 
 # %% ../nbs/09_study.ipynb #f5d08e96
 def batch_requests(task: Task, # the task (its prompt and kind)
@@ -133,20 +133,34 @@ def study_progress(cfg: StudyConfig, # from `load_study`
             rows.append(dict(pool=pool, task=t.name, dev=dev, items=min(k*e.batch, len(order)), batches=k, cap=len(order)))
     return pd.DataFrame(rows, columns=["pool", "task", "dev", "items", "batches", "cap"])
 
+# %% ../nbs/09_study.ipynb #93d7dec5
+def check_tasks(cfg: StudyConfig, # from `load_study`
+                names: Sequence[str], # task names, as a user typed them
+               ) -> list[str]: # the names, each one of the config's tasks
+    "Check task names against the config's `[[tasks]]` before anything runs: the error names the file, the key and what it has."
+    have = [t.name for t in cfg.tasks]
+    if bad := [t for t in names if t not in have]:
+        raise ConfigError(f"{cfg.path or 'the study'}: [[tasks]] has no task {', '.join(map(repr, bad))} (it has {', '.join(have)})")
+    return list(names)
+
+
 # %% ../nbs/09_study.ipynb #f52f40c4
 def collect(cfg: StudyConfig, # from `load_study`
             client: ModelClient, # a live client over `study_players(cfg)`
             stop=None, # stop(pool, task, n_items) -> (bool, reason): the stopping rule (None: run to the cap)
             hours: float|None = None, # end the session after the batch that crosses this many hours
             log=print, # progress lines (None: quiet)
+            only: Sequence[str]|None = None, # collect these of the config's tasks now, the others wait (None: every task)
            ) -> pd.DataFrame: # one row per batch that did something, as appended to log.ndjson
     "Collect the study's batches (every task's dev batch first, then test batches round-robin over the tasks, for the pools still collecting each), resuming from the recording folder."
     root, e = study_folder(cfg), cfg.evaluation
+    if only is not None: check_tasks(cfg, only)
     have = load_recording(root) if root.exists() else {}
     for k, d in have.items():  # the stopping rule reads the recorded answers through `client`: on a new machine its cache is
         if k not in client.cache: client.cache.set(k, d)  # empty, and it would ask the models again for every one of them
     specs = {n: client.spec(n) for n in client.pool}
-    tasks = {t.name: load_task(t.name, split="test") for t in cfg.tasks if t.adaptive and cfg.adaptive_players(t.name)}
+    tasks = {t.name: load_task(t.name, split="test") for t in cfg.tasks
+             if t.adaptive and cfg.adaptive_players(t.name) and (only is None or t.name in only)}
     order = {t: item_order(task, e.seed)[:cfg.cap(t)] for t, task in tasks.items()}
     pools = {t: cfg.adaptive_players(t) for t in tasks}
     need = {t: any(p == "cascade" for _, p, tk in cfg.reuse_settings() if tk == t) for t in tasks}  # its confidence is the answers' token logprobs
