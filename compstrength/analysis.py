@@ -19,8 +19,8 @@ from .game import item_values
 
 # %% auto #0
 __all__ = ['VALUE_METHODS', 'FLAG_COLUMNS', 'FAMILY_RULES', 'FAMILY_SENSITIVITY_RULES', 'values_table', 'exact_rank_test',
-           'rank_corr', 'min_detectable_rho', 'min_attainable_p', 'rank_correlation', 'fork_map', 'holm',
-           'tarone_family', 'verdict', 'correlations_table', 'summarize', 'grid_table', 'family_sensitivity',
+           'rank_corr', 'min_detectable_rho', 'min_attainable_p', 'split_half_rho', 'rank_correlation', 'fork_map',
+           'holm', 'tarone_family', 'verdict', 'correlations_table', 'summarize', 'grid_table', 'family_sensitivity',
            'spread_table', 'pairwise_table', 'record_players', 'item_values_of', 'coalition_table', 'interaction_table',
            'contribution_table']
 
@@ -212,6 +212,28 @@ def min_attainable_p(n: int, # players in the setting
     if n <= n_exact or factorial(n) <= n_mc: return 2 / factorial(n)  # `exact_rank_test`'s rule: only ρ = ±1 itself is that extreme
     return 2 / (n_mc + 1)  # `_two_sided` with adj = 1 when no random pairing is as extreme: 2(0 + 1)/(n_mc + 1)
 
+# %% ../nbs/07_analysis.ipynb #2e03f33a
+def split_half_rho(px: np.ndarray, # items × players: the first strength per item (e.g. `values_table(...).attrs["per_item"]["individual"]`)
+                   py: np.ndarray, # items × players: the second strength per item, same items and players
+                   halvings: int = 200, # random splits of the items into two halves (each read both ways)
+                   seed: int = 0, # the splits' seed
+                  ) -> dict: # spearman_split (the mean ρ), spearman_split_defined (the share of defined ρ), halvings
+    "Spearman ρ between one strength's means on half the items and the other's on the other half, averaged over random halvings: the coupling without shared items."
+    px, py = np.asarray(px, dtype=float), np.asarray(py, dtype=float)
+    if px.shape != py.shape or px.ndim != 2: raise ValueError(f"px and py must be items × players of one shape, not {px.shape} and {py.shape}")
+    m = len(px)
+    if m < 2 or halvings < 1: return dict(spearman_split=np.nan, spearman_split_defined=0.0, halvings=int(halvings))
+    rng, A = np.random.default_rng(seed), np.zeros((halvings, m))
+    for r in range(halvings): A[r, rng.permutation(m)[: m // 2]] = 1.0
+    B = 1.0 - A
+    with _one_blas_thread():  # the same bits on any machine and in any worker
+        xa, xb = _tidy(A @ px / A.sum(1, keepdims=True)), _tidy(B @ px / B.sum(1, keepdims=True))
+        ya, yb = _tidy(A @ py / A.sum(1, keepdims=True)), _tidy(B @ py / B.sum(1, keepdims=True))
+    rho = np.concatenate([_boot_corr(xa, yb, "spearman"), _boot_corr(xb, ya, "spearman")])
+    ok = ~np.isnan(rho)
+    return dict(spearman_split=float(rho[ok].mean()) if ok.any() else np.nan, spearman_split_defined=float(ok.mean()), halvings=int(halvings))
+
+
 # %% ../nbs/07_analysis.ipynb #3509699f
 def _corr_ci(px: np.ndarray, py: np.ndarray, est: dict, n_boot: int, level: float, seed: int) -> dict:
     "BCa bootstrap CIs (scipy) of Spearman ρ and Kendall τ-b between the item means of px and py, paired over items; percentile where BCa is undefined."
@@ -253,8 +275,9 @@ def rank_correlation(table: pd.DataFrame, # from `values_table`
                      n_exact: int = 9, # exact permutation p-values up to this many models
                      n_mc: int = 100_000, # Monte Carlo pairings above it
                      alpha: float = 0.05, # level of `min_detectable`
+                     halvings: int = 200, # random splits of the items for `split_half_rho` (0: none)
                     ) -> dict:
-    "Spearman and Kendall correlation of `x` and `y` across models, with exact permutation p-values and paired BCa bootstrap CIs over items."
+    "Spearman and Kendall correlation of `x` and `y` across models, with exact permutation p-values, paired BCa bootstrap CIs over items, and ρ with no shared items."
     px, py = (table.attrs["per_item"][c].to_numpy(dtype=float) for c in (x, y))
     m = len(px)
     res = dict(x=x, y=y, n_models=len(table), n_items=m, n_boot=n_boot)
@@ -263,6 +286,7 @@ def rank_correlation(table: pd.DataFrame, # from `values_table`
         res.update({kind: t["statistic"], f"{kind}_p": t["p"], f"{kind}_p_method": t["method"], f"{kind}_p_se": t["p_se"]})
     res.update(_corr_ci(px, py, res, n_boot, level, seed))
     res["min_detectable"] = min_detectable_rho(len(table), "spearman", alpha)
+    res.update(split_half_rho(px, py, halvings, seed))  # x on one half of the items, y on the other
     return res
 
 # %% ../nbs/07_analysis.ipynb #c6caa94e
@@ -513,7 +537,10 @@ def spread_table(values: pd.DataFrame, # the values record (protocol, task, mode
                                                      individual_sd=lambda s: float(np.std(s.to_numpy()))).reset_index()
     per.insert(5, "individual_range", per.individual_max - per.individual_min)
     m = _main(correlations, exclude).assign(pool=lambda d: d.pool.astype(str))
-    def coupling(g): return dict(settings=len(g), translates=int((g.verdict == "translates").sum()), spearman_median=float(g.spearman.median()) if len(g) else np.nan)
+    def coupling(g):
+        split = float(g.spearman_split.median()) if "spearman_split" in g and g.spearman_split.notna().any() else np.nan
+        return dict(settings=len(g), translates=int((g.verdict == "translates").sum()), spearman_median=float(g.spearman.median()) if len(g) else np.nan,
+                    split_spearman_median=split)  # the coupling with no shared items (`split_half_rho`)
     if by_task:
         cp = pd.DataFrame([dict(pool=p, task=t, **coupling(m[(m.pool == p) & (m.task == t)])) for p, t in zip(per.pool, per.task)])
         return per.merge(cp, on=["pool", "task"]).sort_values(["pool", "task"], kind="stable").reset_index(drop=True)

@@ -470,7 +470,10 @@ def spread_sentences(spread: pd.DataFrame, # `analysis.spread_table`, one row pe
                    f"(best minus worst, the median over {_plural(int(p.tasks), 'task')}{rng}; median SD {fmt_num(p.individual_sd_median, 2)}), and the "
                    f"median Spearman ρ between individual strength and Shapley value is {fmt_num(p.spearman_median, 2)} over "
                    f"{_plural(int(p.settings), 'setting')}, {_count(int(p.translates), int(p.settings))} of which "
-                   f"{'translates' if p.translates == 1 else 'translate'}.")
+                   f"{'translates' if p.translates == 1 else 'translate'}"
+                   + (f"; with individual strength read on one half of the items and Shapley value on the other, so that the two share no "
+                      f"item's luck, the median ρ is {fmt_num(p.split_spearman_median, 2)}" if pd.notna(getattr(p, "split_spearman_median", np.nan)) else "")
+                   + ".")
     d = spread[spread.individual_range_median.notna() & spread.spearman_median.notna()]
     if len(d) > 1:
         lo, hi = d.loc[d.individual_range_median.idxmin()], d.loc[d.individual_range_median.idxmax()]
@@ -576,7 +579,7 @@ def design_section(res: dict, # the results: `games`, `coalitions` and `individu
 POOL_COLUMN_NAMES = dict(dictator_games="dictator games", outside_family="outside Holm's family", mean_spearman="mean Spearman ρ",
                          individual_range_median="spread of individual strength (median over tasks)", individual_range_min="narrowest task",
                          individual_range_max="widest task", individual_sd_median="SD of individual strength (median over tasks)",
-                         spearman_median="median Spearman ρ", rule="Holm's family", holm_over="what it covers", in_family="in the family",
+                         spearman_median="median Spearman ρ", split_spearman_median="median ρ on split halves", rule="Holm's family", holm_over="what it covers", in_family="in the family",
                          as_in_table="gives the table's verdicts")  # the lead tables' columns → their names in the report
 
 def pools_section(res: dict, # the results, with `grid`, `spread` and `family` (`analysis.grid_table`, `spread_table`, `family_sensitivity`)

@@ -133,7 +133,7 @@ def study_progress(cfg: StudyConfig, # from `load_study`
             rows.append(dict(pool=pool, task=t.name, dev=dev, items=min(k*e.batch, len(order)), batches=k, cap=len(order)))
     return pd.DataFrame(rows, columns=["pool", "task", "dev", "items", "batches", "cap"])
 
-# %% ../nbs/09_study.ipynb #93d7dec5
+# %% ../nbs/09_study.ipynb #eb735731
 def check_tasks(cfg: StudyConfig, # from `load_study`
                 names: Sequence[str], # task names, as a user typed them
                ) -> list[str]: # the names, each one of the config's tasks

@@ -1,7 +1,7 @@
 """The results record can be audited from its files alone: every v(S), exact Shapley, LOO and Banzhaf value, every
-bootstrap CI of a value and of a gain, every accuracy against chance and every dictator flag of the main job's run,
-rebuilt here with numpy, scipy and pandas only (no compstrength code), from `games.csv.gz`, `coalitions.csv`,
-`individual.csv` and the run's seed, level and resamples (those of configs/study.toml), pool by pool. A setting whose
+bootstrap CI of a value and of a gain, every accuracy against chance, every dictator flag and every split-half ρ of the
+main job's run, rebuilt here with numpy, scipy and pandas only (no compstrength code), from `games.csv.gz`,
+`coalitions.csv`, `individual.csv` and the run's seed, level and resamples (those of configs/study.toml), pool by pool. A setting whose
 Shapley value is a budgeted estimate (the protocols that call per coalition) holds only the coalitions the estimator
 read: there its v(S), LOO and LOO CIs are rebuilt, and the estimate is left to the estimator's own tests.
 
@@ -128,6 +128,34 @@ def test_individual_strength_gain_and_chance_rebuild_from_the_files(record):
         top = s.answer.fillna("(none)").astype(str).value_counts()
         assert abs(top.max() / len(s) - r.top_share) < 1e-12
         assert r.guessing == (ci.low <= r.chance + 1e-12 or top.max() / len(s) >= 0.8)
+
+
+def test_split_half_rho_rebuilds_from_the_files(record):
+    # individual strength on one half of the items, Shapley value on the other: halving r is the permutation r of
+    # numpy's default_rng(seed), its first m // 2 items one half; Spearman ρ of the means (12 decimals, average ranks)
+    # both ways round, averaged over the 200 halvings where defined
+    corr = record["correlations"]
+    main = corr[(corr.x == "individual") & (corr.y == "shapley")].set_index(KEY)
+    ind, checked = record["individual"], 0
+    for key, players, X, items in _settings(record):
+        if np.isnan(X).any(): continue                                       # a budgeted estimate: its per-item Shapley is the estimator's
+        pool, p, t = key
+        src = ind[(ind.source == pool) & (ind.task == t) & ind.model.isin(players) & ind.item.isin(items)]
+        own = src.pivot(index="item", columns="model", values="score").loc[items, players].to_numpy() - X[0][:, None]
+        phi = (_weights(len(players), "shapley") @ X).T
+        m, rng, rhos = len(items), np.random.default_rng(SEED), []
+        for _ in range(200):
+            a = np.zeros(m, bool); a[rng.permutation(m)[: m // 2]] = True
+            for u, w in ((own[a], phi[~a]), (own[~a], phi[a])):
+                x, y = np.round(u.mean(0), 12), np.round(w.mean(0), 12)
+                rhos.append(np.nan if np.ptp(x) == 0 or np.ptp(y) == 0 else stats.spearmanr(x, y).statistic)
+        rhos = np.asarray(rhos)
+        want = main.loc[key]
+        assert abs(np.mean(~np.isnan(rhos)) - want.spearman_split_defined) < 1e-12, key
+        if np.isnan(rhos).all(): assert np.isnan(want.spearman_split), key
+        else: np.testing.assert_allclose(np.nanmean(rhos), want.spearman_split, rtol=0, atol=1e-9, err_msg=str(key))
+        checked += 1
+    assert checked > 0
 
 
 def test_dictator_flags_follow_their_stated_rule(record):
