@@ -212,7 +212,7 @@ def min_attainable_p(n: int, # players in the setting
     if n <= n_exact or factorial(n) <= n_mc: return 2 / factorial(n)  # `exact_rank_test`'s rule: only ρ = ±1 itself is that extreme
     return 2 / (n_mc + 1)  # `_two_sided` with adj = 1 when no random pairing is as extreme: 2(0 + 1)/(n_mc + 1)
 
-# %% ../nbs/07_analysis.ipynb #2e03f33a
+# %% ../nbs/07_analysis.ipynb #47b0ff2a
 def split_half_rho(px: np.ndarray, # items × players: the first strength per item (e.g. `values_table(...).attrs["per_item"]["individual"]`)
                    py: np.ndarray, # items × players: the second strength per item, same items and players
                    halvings: int = 200, # random splits of the items into two halves (each read both ways)
