@@ -109,6 +109,7 @@ def _limit(self: CoalitionGame) -> asyncio.Semaphore:
 async def arun_one(self: CoalitionGame,
                    coalition: Iterable[str], # the coalition's members
                    item: Item, # an item of the task
+                   sink: list|None = None, # collect (key, row) here for the caller to store at once (a replay's runs), instead of storing each
                   ) -> dict: # the outcome row, with `cached`
     "The outcome of (`coalition`, `item`): from the coalition cache, else one protocol run (always a run when the client records or extends)."
     coalition = frozenset(coalition)
@@ -126,7 +127,8 @@ async def arun_one(self: CoalitionGame,
                                   "tokens": 0, "cost": 0.0, "error": str(e)[:300]}, cached=False)
     row.update(score=expected_score(self.task, item, out), answer=out.answer, calls=out.calls, model_calls=out.model_calls,
                tokens=out.tokens, cost=out.cost, error=None)
-    self.cache.set(key, {**row, "transcript_calls": out.transcript})
+    if sink is None: self.cache.set(key, {**row, "transcript_calls": out.transcript})
+    else: sink.append((key, {**row, "transcript_calls": out.transcript}))
     return self._outcome(row, cached=False)
 
 # %% ../nbs/06_game.ipynb #410799f3
@@ -142,7 +144,10 @@ async def aevaluate(self: CoalitionGame,
         if c: self.protocol.validate(tuple(p for p in self.players if p in c), self.task)
     cs = [c for c in dict.fromkeys(cs) if c]
     n0 = len(self.client.log)
-    jobs = [asyncio.ensure_future(self.arun_one(c, it)) for c in cs for it in self.task]
+    # a replay answers every call from its recording, so a lost write costs nothing: its results are stored in one
+    # transaction at the end (thousands of runs, one commit); a live run stores each as it finishes, to resume from
+    sink = [] if getattr(self.client, "mode", "live") == "replay" else None
+    jobs = [asyncio.ensure_future(self.arun_one(c, it, sink)) for c in cs for it in self.task]
     rows, seen, made = [], n0, 0
     with tqdm(total=len(jobs), desc=f"{self.protocol.name} × {self.task.name}", disable=not self.progress, unit="run") as bar:
         try:
@@ -156,6 +161,10 @@ async def aevaluate(self: CoalitionGame,
             for j in jobs: j.cancel()
             await asyncio.gather(*jobs, return_exceptions=True)
             raise
+        finally:
+            if sink:
+                with self.cache.transact():
+                    for k, v in sink: self.cache.set(k, v)
     order = {c: k for k, c in enumerate(cs)}
     df = pd.DataFrame(rows)
     df["_o"] = [order[parse_coalition(r)] for r in df.coalition]

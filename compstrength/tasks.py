@@ -448,9 +448,10 @@ def pick(task: Task, # the task as its source has it (duplicates included)
          split: str = "all", # "dev", "test" or "all"
          limit: int|None = None, # a seeded sample of this many items
          seed: int = 0, # sampling seed
+         deduped: Task|None = None, # `dedupe(task)`, when the caller has it already (default: computed here)
         ) -> Task: # each question once, in the order of the draw
     "The split and seeded sample of a task with each question once: a draw of a left-out duplicate goes to the copy kept."
-    full = dedupe(task)
+    full = dedupe(task) if deduped is None else deduped
     part = full.split(split)
     mine = {it.id: it for it in part.items}
     rows = task.split(split).sample(limit, seed)  # the draw as it was before duplicates were left out
@@ -483,14 +484,20 @@ def load_task(name: str, # a name in `TASKS`, or a path to a .jsonl/.csv file
         raise TaskError(f"unknown task {name!r}: choose one of {own}, moco:<dataset> (one of {sorted(MOCO_DATASETS)}), or give a .jsonl/.csv path")
     try: st = path.stat()  # a study reads the same task in many places: parsed and drawn once per file version and draw
     except OSError: return pick(load(), split, limit, seed)  # a missing file: the loader says so
-    key = (name, str(path.resolve()), st.st_size, st.st_mtime_ns, split, limit, seed)
+    src = (name, str(path.resolve()), st.st_size, st.st_mtime_ns)
+    key = (*src, split, limit, seed)
     if key not in _PICKED:
+        if src not in _LOADED:  # parsed and each question found once per file version, whatever split or draw is asked
+            while len(_LOADED) >= 8: _LOADED.pop(next(iter(_LOADED)))
+            raw = load(); _LOADED[src] = (raw, dedupe(raw))
         while len(_PICKED) >= 32: _PICKED.pop(next(iter(_PICKED)))
-        _PICKED[key] = pick(load(), split, limit, seed)
+        raw, full = _LOADED[src]
+        _PICKED[key] = pick(raw, split, limit, seed, deduped=full)
     t = _PICKED[key]
     return Task(t.name, t.kind, list(t.items), t.source, dict(t.duplicates))  # the caller's own copy (items are frozen)
 
 _PICKED = {}  # (name, file, size, mtime, split, limit, seed) → the task `pick` drew
+_LOADED = {}  # (name, file, size, mtime) → (the task as its source has it, each question once)
 
 # %% ../nbs/03_tasks.ipynb #2789926c
 def task_table(names: Sequence[str]|None = None, # task names (default: every task in `TASKS`)
