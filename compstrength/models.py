@@ -14,17 +14,25 @@ from pathlib import Path
 from typing import Sequence
 
 import diskcache
-import litellm
 import pandas as pd
 from fastcore.basics import patch
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
 
 from .files import home_dir
 
-litellm.suppress_debug_info = True
-litellm.telemetry = False
-litellm.disable_aiohttp_transport = True  # httpx: LiteLLM's aiohttp sessions leak ("Unclosed client session") in long runs
-logging.getLogger("LiteLLM").setLevel(logging.ERROR)  # its event-loop notices are noise here
+_LITELLM = None
+
+def _litellm():
+    "LiteLLM, imported and configured on first use: a replay never calls a model, and the import costs 1.5-3 s of every run."
+    global _LITELLM
+    if _LITELLM is None:
+        import litellm
+        litellm.suppress_debug_info = True
+        litellm.telemetry = False
+        litellm.disable_aiohttp_transport = True  # httpx: LiteLLM's aiohttp sessions leak ("Unclosed client session") in long runs
+        logging.getLogger("LiteLLM").setLevel(logging.ERROR)  # its event-loop notices are noise here
+        _LITELLM = litellm
+    return _LITELLM
 
 # %% auto #0
 __all__ = ['PROMPT_FORMATS', 'PROMPT_STYLES', 'FEWSHOT_PREFIX', 'FEWSHOT_DIRECT_PREFIX', 'DIRECT_INSTRUCTION', 'KEY_VERSION',
@@ -38,11 +46,15 @@ class UnknownModelError(ValueError):
     "A model string LiteLLM cannot route, or a name that is not in the pool."
 
 # %% ../nbs/00a_models.ipynb #64cbbc44
+_ROUTED = ("openai", "text-completion-openai", "hosted_vllm")  # the embedded pool's and vLLM's routes
+
 def validate_model_string(model: str # a LiteLLM model string
                          ) -> str: # the provider LiteLLM will use
     "Check that LiteLLM can route `model`; raise `UnknownModelError` otherwise."
     if not isinstance(model, str) or not model.strip(): raise UnknownModelError(f"empty model string: {model!r}")
-    try: return litellm.get_llm_provider(model)[1]
+    prefix, _, rest = model.partition("/")
+    if prefix in _ROUTED and rest.strip(): return prefix  # what LiteLLM answers for these (checked below), without importing it
+    try: return _litellm().get_llm_provider(model)[1]
     except Exception as e:
         raise UnknownModelError(f"LiteLLM cannot route model {model!r}: give it a provider prefix such as "
                                 f"'openai/', 'anthropic/', 'hosted_vllm/' or 'ollama/' ({type(e).__name__})") from None
@@ -242,11 +254,12 @@ async def _closing(coro, box: dict):
     # result, on every call (a DataFrame's repr costs milliseconds, paid once per replayed batch)
     try: box["v"] = await coro
     finally:
-        try:
-            from litellm.llms.custom_httpx.async_client_cleanup import close_litellm_async_clients
-            await close_litellm_async_clients()
-            litellm.in_memory_llm_clients_cache.flush_cache()
-        except Exception: pass  # best effort: a leak warning at exit is the worst case
+        if _LITELLM is not None:  # else no model was called, and there is no session to close
+            try:
+                from litellm.llms.custom_httpx.async_client_cleanup import close_litellm_async_clients
+                await close_litellm_async_clients()
+                _LITELLM.in_memory_llm_clients_cache.flush_cache()
+            except Exception: pass  # best effort: a leak warning at exit is the worst case
 
 # %% ../nbs/00a_models.ipynb #5d6d13a9
 def run_sync(coro):
@@ -400,7 +413,7 @@ def _completion_from_response(spec: ModelSpec, resp, latency: float) -> Completi
     usage = _get(resp, "usage")
     if spec.local: cost = 0.0
     else:
-        try: cost = float(litellm.completion_cost(completion_response=resp))
+        try: cost = float(_litellm().completion_cost(completion_response=resp))
         except Exception: cost = float("nan")
     return Completion(text=(text or "").strip(), model=spec.name,
                       prompt_tokens=int(_get(usage, "prompt_tokens", 0) or 0),
@@ -409,17 +422,17 @@ def _completion_from_response(spec: ModelSpec, resp, latency: float) -> Completi
                       cost=cost, latency=latency)
 
 # %% ../nbs/00a_models.ipynb #11a6cf13
-RETRYABLE = (litellm.RateLimitError, litellm.InternalServerError, litellm.ServiceUnavailableError,
-             litellm.Timeout, litellm.APIConnectionError, litellm.BadGatewayError)
+RETRYABLE = ("RateLimitError", "InternalServerError", "ServiceUnavailableError", "Timeout", "APIConnectionError", "BadGatewayError")  # LiteLLM's
 
 @patch
 async def _call_model(self: ModelClient, spec: ModelSpec, f: dict) -> Completion:
     kw = _litellm_kwargs(spec, f, spec.timeout or self.timeout)
+    litellm = _litellm()
     fn = litellm.atext_completion if spec.prompt_format == "fewshot" else litellm.acompletion
     async with self._sem(spec.name):
         t0 = time.perf_counter()
         try:
-            async for attempt in AsyncRetrying(retry=retry_if_exception_type(RETRYABLE), reraise=True,
+            async for attempt in AsyncRetrying(retry=retry_if_exception_type(tuple(getattr(litellm, e) for e in RETRYABLE)), reraise=True,
                                                stop=stop_after_attempt(self.retries + 1),
                                                wait=wait_exponential_jitter(initial=self.backoff, max=30)):
                 with attempt: resp = await fn(**kw)
