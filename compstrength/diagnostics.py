@@ -39,7 +39,8 @@ def dictator_check(values: dict, # frozenset → v(S), the mean game (∅ may be
         tot = float(((y - y.mean()) ** 2).sum())
         between = has.sum() * (y[has].mean() - y.mean()) ** 2 + (~has).sum() * (y[~has].mean() - y.mean()) ** 2
         rows.append((p, fixed, between / tot if tot > 0 else np.nan))
-    p, fixed, share = sorted(rows, key=lambda r: (-r[1], -(r[2] if np.isfinite(r[2]) else -1), r[0]))[0]
+    rules = lambda r: r[1] >= 1 or (np.isfinite(r[2]) and r[2] >= r2)  # a member the rule names comes first, whatever another's fixed share
+    p, fixed, share = sorted(rows, key=lambda r: (not rules(r), -r[1], -(r[2] if np.isfinite(r[2]) else -1), r[0]))[0]
     why = (f"v(S) = v({{{p}}}) ± {tol:g} in every coalition with {p}" if fixed >= 1 else
            f"{p}'s presence explains {share:.0%} of the variance of v(S)" if np.isfinite(share) and share >= r2 else "")
     return dict(dictator=p if why else "", dictator_candidate=p, dictator_fixed_share=fixed, dictator_r2=share, dictator_why=why)
