@@ -15,7 +15,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .contract import DEFAULT_URL, LOSS_TYPES, SCALES, TOKEN_ENV, group_advantages, model_name
-from .models import Completion, ModelCallError, ModelClient, ModelSpec, run_sync
+from .models import Completion, ModelCallError, ModelClient, ModelSpec, _litellm, run_sync
 from .protocols import Outcome, Protocol, expected_score, get_protocol
 from .tasks import Item, Task, load_task, prompt_messages, score
 
@@ -196,7 +196,7 @@ class TrainerClient:
                      max_tokens: int = 128, temperature: float = 1.0, seed: int = 0,
                     ) -> list[dict]: # per sample: text, token_ids (EOS included), logprobs (at `temperature`)
         "`n` sampled outputs of the current policy version, with their tokens and log-probabilities, through LiteLLM."
-        import litellm
+        litellm = _litellm()  # configured as every model call is (httpx transport, quiet), and closed with the loop by `run_sync`
         try:
             r = await litellm.acompletion(model=f"openai/{health['model_name_for_sampling']}", api_base=self.sampling_base(health),
                                           api_key=self._token, messages=messages, n=n, max_tokens=max_tokens,
