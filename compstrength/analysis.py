@@ -104,8 +104,17 @@ def _null(kind: str, rx: tuple, ry: tuple, n_resamples: int, seed: int) -> tuple
     "The permutation null of `kind` for two tie patterns (sorted ranks): its distinct values, ascending, and their cumulative counts."
     y = np.asarray(ry, dtype=float)
     if n_resamples >= factorial(len(y)):  # every pairing: scipy's exact null, the statistic of each of the n! orders of x against y
-        perms = np.asarray(rx, dtype=float)[_orders(len(y))]  # average ranks already: ranking them again gives them back bit for bit
-        null = _boot_corr(perms, np.broadcast_to(y, perms.shape), kind, ranked=True)
+        # `_boot_corr` of every order against y, without its (n! × pairs) temporaries: average ranks are multiples of 1/2, so
+        # every product and sum below is exact whatever the order of summation, and each value is `_boot_corr`'s bit for bit
+        x, o = np.asarray(rx, dtype=float), _orders(len(y))
+        if kind == "spearman":
+            sx, sy = x - x.mean(), y - y.mean()  # a row's mean is the same in every order
+            num, den = sx[o] @ sy, np.sqrt((sx ** 2).sum() * (sy ** 2).sum())
+        else:  # τ-b: the sign of each pair of x's order against y's; every order of x leaves as many tied pairs
+            i, j = np.triu_indices(len(y), 1)
+            S, sy = np.sign(x[:, None] - x[None, :]), np.sign(y[i] - y[j])
+            num, den = S[o[:, i], o[:, j]] @ sy, np.sqrt(float((S[i, j] ** 2).sum()) * (sy ** 2).sum())
+        null = num / den
         vals, counts = np.unique(null, return_counts=True)
         cum = np.cumsum(counts)
         vals.flags.writeable = cum.flags.writeable = False

@@ -688,6 +688,10 @@ def _user_errors() -> tuple:
 def main(argv: list[str]|None = None, # the arguments (default: `sys.argv[1:]`)
         ) -> int: # the exit code
     "Entry point of the `compstrength` command."
+    # jsonschema, under altair, builds an RFC 3987 grammar as it is imported wherever `rfc3987-syntax` is installed (2 s on
+    # 2 cores: a tenth of a study's replay) for an "iri" format check that no compstrength command asks for; the command's
+    # own process goes without it (jsonschema then checks that format as it does without the package)
+    if "jsonschema" not in sys.modules: sys.modules.setdefault("rfc3987_syntax", None)
     a = cli_parser().parse_args(argv)
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run `finally`/`__exit__`, stop owned servers

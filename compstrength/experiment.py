@@ -578,14 +578,15 @@ def write_results(res: dict, # from `run_experiment` or `study.study_results`
     "Write the results record (CSV files, the per-item games as `games.csv.gz`; a study's also its agreement, stopping and players) and `report.html` into `out`."
     out = Path(out); out.mkdir(parents=True, exist_ok=True)
     slot = "<!-- the design section -->"
-    def part(k):  # three parts on the cores: the report's design section, the tables and the page, the per-item games (millions of rows in a full study)
-        if k == 0: return design_section(res, res.get("level"))  # made beside the page, then put in its place
-        if k == 1:
+    def part(k):  # four parts on the cores, the longest first: in a full study the per-item games (millions of rows) and
+        # the report's design section take about as long as the page and the tables together
+        if k == 0 and isinstance(res.get("games"), pd.DataFrame):  # every setting's per-item game: compact, byte-identical for the same record
+            write_csv_gz(res["games"], out/"games.csv.gz")
+        if k == 1: return design_section(res, res.get("level"))  # made beside the page, then put in its place
+        if k == 2: return build_report(res, design=slot)
+        if k == 3:
             for f in (*RECORD_FILES, *STUDY_FILES):
                 if isinstance(res.get(f), pd.DataFrame): res[f].to_csv(out/f"{f}.csv", index=False)
-            return build_report(res, design=slot)
-        if k == 2 and isinstance(res.get("games"), pd.DataFrame):  # every setting's per-item game: compact, byte-identical for the same record
-            write_csv_gz(res["games"], out/"games.csv.gz")
-    design, page, _ = fork_map(part, 3)
+    _, design, page, _ = fork_map(part, 4)
     (out/"report.html").write_text(page.replace(slot, design, 1), encoding="utf-8")
     return out

@@ -147,11 +147,15 @@ async def aevaluate(self: CoalitionGame,
     # a replay answers every call from its recording, so a lost write costs nothing: its results are stored in one
     # transaction at the end (thousands of runs, one commit); a live run stores each as it finishes, to resume from
     sink = [] if getattr(self.client, "mode", "live") == "replay" else None
-    jobs = [asyncio.ensure_future(self.arun_one(c, it, sink)) for c in cs for it in self.task]
+    pairs = [(c, it) for c in cs for it in self.task]
+    # a live run keeps its runs in flight together; a replay's runs never wait (every answer is in memory), so they run one
+    # after another, without an event-loop task each: the same rows, several times faster over tens of thousands of runs
+    jobs = [] if sink is not None else [asyncio.ensure_future(self.arun_one(c, it, sink)) for c, it in pairs]
+    runs = (self.arun_one(c, it, sink) for c, it in pairs) if sink is not None else asyncio.as_completed(jobs)
     rows, seen, made = [], n0, 0
-    with tqdm(total=len(jobs), desc=f"{self.protocol.name} × {self.task.name}", disable=not self.progress, unit="run") as bar:
+    with tqdm(total=len(pairs), desc=f"{self.protocol.name} × {self.task.name}", disable=not self.progress, unit="run") as bar:
         try:
-            for fut in asyncio.as_completed(jobs):
+            for fut in runs:
                 rows.append(await fut)
                 if not self.progress: continue
                 log = self.client.log  # count only the calls logged since the last update (a replay logs hundreds of thousands)

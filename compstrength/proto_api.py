@@ -10,7 +10,7 @@ import asyncio, os, re
 import numpy as np
 
 from .proto_base import (
-    BEST_ON_DEV, MEMBER_ORDER, Protocol, ProtocolError, ask, confidence, dev_task, extract_answer, item_text, register)
+    gather_answers, BEST_ON_DEV, MEMBER_ORDER, Protocol, ProtocolError, ask, confidence, dev_task, extract_answer, item_text, register)
 from .tasks import score
 
 # %% auto #0
@@ -46,7 +46,7 @@ class PromptRouter(Protocol):
     def budget(self, k): return 1 if k == 1 else 2
 
     async def _run(self, calls, task, item, coalition):
-        stats = await asyncio.gather(*(self.dev_stats(calls.client, task, m) for m in coalition))
+        stats = await gather_answers(calls.client, *(self.dev_stats(calls.client, task, m) for m in coalition))
         router = coalition[int(np.argmax([s.accuracy for s in stats]))]
         lines = "\n".join(f"{i}. {_describe(calls.client, m, s)}" for i, (m, s) in enumerate(zip(coalition, stats), 1))
         msg = (f"You choose which assistant should answer a question.\n\nAssistants:\n{lines}\n\n"
@@ -84,7 +84,7 @@ class Cascade(Protocol):
     budget_rule = "k"
 
     async def _run(self, calls, task, item, coalition):
-        stats = await asyncio.gather(*(self.dev_stats(calls.client, task, m) for m in coalition))
+        stats = await gather_answers(calls.client, *(self.dev_stats(calls.client, task, m) for m in coalition))
         order = sorted(range(len(coalition)), key=lambda i: (stats[i].accuracy, i))
         th = calibrate_cascade([stats[i].correct for i in order], [stats[i].confidence for i in order])
         for step, (i, t) in enumerate(zip(order, th)):
@@ -181,7 +181,7 @@ class TrainedRouter(Protocol):
     def budget(self, k): return 1
 
     async def _run(self, calls, task, item, coalition):
-        stats = await asyncio.gather(*(self.dev_stats(calls.client, task, m) for m in coalition))
+        stats = await gather_answers(calls.client, *(self.dev_stats(calls.client, task, m) for m in coalition))
         key = (task.name, coalition)
         if key not in self._routers:
             dev = dev_task(task, self.n_dev, self.seed)
@@ -203,7 +203,7 @@ class OracleRouter(Protocol):
     budget_rule = "k"
 
     async def _run(self, calls, task, item, coalition):
-        comps = await asyncio.gather(*(ask(calls, m, task, item, self.max_tokens) for m in coalition))
+        comps = await gather_answers(calls.client, *(ask(calls, m, task, item, self.max_tokens) for m in coalition))
         right = [score(task, item, c.text).score for c in comps]
         i = int(np.argmax(right))  # the first best, in canonical order
         ans = extract_answer(task, item, comps[i].text) if task.kind != "code" else None

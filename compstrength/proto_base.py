@@ -21,7 +21,7 @@ from .moco_rules import extract_answer_text, normalize_answer, parse_model_respo
 # %% auto #0
 __all__ = ['MEMBER_ORDER', 'BEST_ON_DEV', 'PROTOCOLS', 'FixedClient', 'ProtocolError', 'BudgetExceeded', 'Outcome', 'Calls',
            'extract_answer', 'own_request', 'ask', 'confidence', 'vote', 'tie_outcome', 'expected_score', 'item_text',
-           'dev_task', 'DevStats', 'parse_parameters', 'member_order', 'Protocol', 'register']
+           'dev_task', 'DevStats', 'parse_parameters', 'member_order', 'Protocol', 'gather_answers', 'register']
 
 # %% ../nbs/04_proto_base.ipynb #05ecf9a1
 class FixedClient(ModelClient):
@@ -318,6 +318,22 @@ async def run(self: Protocol,
         ties = meta.pop("ties", [])
     return Outcome(final, answer, calls.transcript, calls.completions, meta, ties)
 
+# %% ../nbs/04_proto_base.ipynb #9a1e5c20
+async def gather_answers(client, # the client the awaitables ask (its `mode`)
+                         *aws, # coroutines, e.g. one `ask` per member
+                        ) -> list: # their results, in order
+    "`asyncio.gather(*aws)`; for a replay, whose answers come from memory and never wait, each awaited in turn: the same results without an event-loop task each (tens of thousands in a study's replay)."
+    if getattr(client, "mode", "live") != "replay": return await asyncio.gather(*aws)
+    out = []
+    try:
+        for a in aws: out.append(await a)
+    except BaseException:  # e.g. a request the recording lacks: the rest were never started, and are closed unawaited
+        for a in aws[len(out) + 1:]:
+            if asyncio.iscoroutine(a): a.close()
+        raise
+    return out
+
+
 # %% ../nbs/04_proto_base.ipynb #b982ebaf
 @patch
 async def dev_stats(self: Protocol,
@@ -329,7 +345,7 @@ async def dev_stats(self: Protocol,
     key = (task.name, member)
     if key not in self._dev:
         dev = dev_task(task, self.n_dev, self.seed)
-        comps = await asyncio.gather(*(client.acomplete(member, **own_request(dev, it, self.max_tokens)) for it in dev))
+        comps = await gather_answers(client, *(client.acomplete(member, **own_request(dev, it, self.max_tokens)) for it in dev))
         self._dev[key] = DevStats(member, np.array([score(dev, it, c.text).score for it, c in zip(dev, comps)], float),
                                   [extract_answer(dev, it, c.text) for it, c in zip(dev, comps)],
                                   np.array([confidence(c) for c in comps]))
@@ -344,7 +360,7 @@ async def best_member(self: Protocol,
                      ) -> str:
     "The coalition's most accurate member on the dev items (ties: the first in canonical member order, i.e. the smaller declared model, then the name)."
     coalition = member_order(client, coalition)
-    stats = await asyncio.gather(*(self.dev_stats(client, task, m) for m in coalition))
+    stats = await gather_answers(client, *(self.dev_stats(client, task, m) for m in coalition))
     return coalition[int(np.argmax([s.accuracy for s in stats]))]
 
 # %% ../nbs/04_proto_base.ipynb #e4a12913

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio, math
 import numpy as np
 
-from .proto_base import Protocol, ask, extract_answer, register
+from .proto_base import gather_answers, Protocol, ask, extract_answer, register
 from .tasks import choice_letters
 
 # %% auto #0
@@ -66,7 +66,7 @@ class LogitFusion(Protocol):
             if d is None: return None
             back = np.zeros(n); back[order] = d  # the letter at position j scored option order[j]
             return back
-        dists = await asyncio.gather(*(one(m, o) for m in coalition for o in orders))
+        dists = await gather_answers(calls.client, *(one(m, o) for m in coalition for o in orders))
         missing = sorted({coalition[i // len(orders)] for i, d in enumerate(dists) if d is None}, key=coalition.index)
         return np.mean([d if d is not None else np.full(n, 1 / n) for d in dists], axis=0), missing
 
@@ -78,7 +78,7 @@ class LogitFusion(Protocol):
             ties = [(f"The answer is {w}.", w, 1 / len(wins)) for w in wins] if len(wins) > 1 else []
             return f"The answer is {wins[0]}.", "|".join(wins), dict(
                 distribution=dict(zip(letters, np.round(p, 4).tolist())), no_letter=missing, ties=ties)
-        comps = await asyncio.gather(*(ask(calls, m, task, item, self.max_tokens, "solver") for m in coalition))
+        comps = await gather_answers(calls.client, *(ask(calls, m, task, item, self.max_tokens, "solver") for m in coalition))
         answers = [extract_answer(task, item, c.text) for c in comps]
         cands = sorted({a for a in answers if a is not None}, key=float)
         if len(cands) <= 1:

@@ -10,7 +10,7 @@ import asyncio, itertools
 import numpy as np
 
 from .proto_base import (
-    BEST_ON_DEV, Protocol, ProtocolError, ask, extract_answer, item_text, own_request, register, tie_outcome, vote)
+    gather_answers, BEST_ON_DEV, Protocol, ProtocolError, ask, extract_answer, item_text, own_request, register, tie_outcome, vote)
 from .tasks import choice_letters, prompt_messages
 
 # %% auto #0
@@ -25,7 +25,7 @@ class MajorityVote(Protocol):
     roles = {"ties": "expectation over the tied answers (fractional score)"}
 
     async def _run(self, calls, task, item, coalition):
-        comps = await asyncio.gather(*(ask(calls, m, task, item, self.max_tokens, "voter") for m in coalition))
+        comps = await gather_answers(calls.client, *(ask(calls, m, task, item, self.max_tokens, "voter") for m in coalition))
         answers = [extract_answer(task, item, c.text) for c in comps]
         final, answer, ties = tie_outcome([c.text for c in comps], answers, vote(answers))
         return final, answer, dict(answers=answers, ties=ties)
@@ -71,8 +71,8 @@ class WeightedVote(Protocol):
     version = 2
 
     async def _run(self, calls, task, item, coalition):
-        stats, comps = await asyncio.gather(asyncio.gather(*(self.dev_stats(calls.client, task, m) for m in coalition)),
-                                            asyncio.gather(*(ask(calls, m, task, item, self.max_tokens, "voter") for m in coalition)))
+        stats, comps = await gather_answers(calls.client, gather_answers(calls.client, *(self.dev_stats(calls.client, task, m) for m in coalition)),
+                                            gather_answers(calls.client, *(ask(calls, m, task, item, self.max_tokens, "voter") for m in coalition)))
         w = [(s.correct.sum() + 1) / (len(s.correct) + 2) for s in stats]
         answers = [extract_answer(task, item, c.text) for c in comps]
         final, answer, ties = tie_outcome([c.text for c in comps], answers, vote(answers, w))
@@ -97,7 +97,7 @@ class Debate(FollowUp):
     def budget(self, k): return k * self.rounds
 
     async def _run(self, calls, task, item, coalition):
-        comps = await asyncio.gather(*(ask(calls, m, task, item, self.max_tokens, "debater r1") for m in coalition))
+        comps = await gather_answers(calls.client, *(ask(calls, m, task, item, self.max_tokens, "debater r1") for m in coalition))
         history = [[c.text for c in comps]]
         for r in range(2, self.rounds + 1):
             prev = history[-1]
@@ -109,7 +109,7 @@ class Debate(FollowUp):
                                                 f"Using their reasoning as additional information, check your own answer and give "
                                                 f"your updated solution. {final_instruction(task, item)}"}]
                 return calls(coalition[i], msgs, role=f"debater r{r}", max_tokens=self.followup_tokens)
-            comps = await asyncio.gather(*(turn(i) for i in range(len(coalition))))
+            comps = await gather_answers(calls.client, *(turn(i) for i in range(len(coalition))))
             history.append([c.text for c in comps])
         answers = [extract_answer(task, item, t) for t in history[-1]]
         final, answer, ties = tie_outcome(history[-1], answers, vote(answers))
@@ -136,7 +136,7 @@ class Refine(FollowUp):
 
     async def _run(self, calls, task, item, coalition):
         summarizer = await self.best_member(calls.client, task, coalition)
-        drafts = [c.text for c in await asyncio.gather(*(ask(calls, m, task, item, self.max_tokens, "drafter") for m in coalition))]
+        drafts = [c.text for c in await gather_answers(calls.client, *(ask(calls, m, task, item, self.max_tokens, "drafter") for m in coalition))]
         for r in range(1, self.rounds + 1):
             notes = await calls(summarizer, [{"role": "user", "content":
                 f"Problem:\n{item_text(task, item)}\n\nSeveral assistants wrote these solutions:\n\n{replies_block(drafts)}\n\n"
@@ -149,7 +149,7 @@ class Refine(FollowUp):
                                                 f"{tail(notes.text, 800)}\n\nRevise your solution using these notes. "
                                                 f"{final_instruction(task, item)}"}]
                 return calls(coalition[i], msgs, role=f"reviser r{r}", max_tokens=self.followup_tokens)
-            drafts = [c.text for c in await asyncio.gather(*(revise(i) for i in range(len(coalition))))]
+            drafts = [c.text for c in await gather_answers(calls.client, *(revise(i) for i in range(len(coalition))))]
         answers = [extract_answer(task, item, t) for t in drafts]
         final, answer, ties = tie_outcome(drafts, answers, vote(answers))
         return final, answer, dict(summarizer=summarizer, answers=answers, ties=ties)
@@ -181,9 +181,9 @@ class MixtureOfAgents(FollowUp):
 
     async def _run(self, calls, task, item, coalition):
         aggregator = await self.best_member(calls.client, task, coalition)
-        layer = [c.text for c in await asyncio.gather(*(ask(calls, m, task, item, self.max_tokens, "proposer l1") for m in coalition))]
+        layer = [c.text for c in await gather_answers(calls.client, *(ask(calls, m, task, item, self.max_tokens, "proposer l1") for m in coalition))]
         for l in range(2, self.layers + 1):
-            layer = [c.text for c in await asyncio.gather(*(
+            layer = [c.text for c in await gather_answers(calls.client, *(
                 calls(m, self._synth(task, item, layer), role=f"proposer l{l}", max_tokens=self.followup_tokens) for m in coalition))]
         c = await calls(aggregator, self._synth(task, item, layer), role="aggregator", max_tokens=self.followup_tokens)
         return c.text, extract_answer(task, item, c.text), dict(aggregator=aggregator)
@@ -218,7 +218,7 @@ class RankFusion(FollowUp):
 
     async def _run(self, calls, task, item, coalition):
         ranker = await self.best_member(calls.client, task, coalition)
-        replies = [c.text for c in await asyncio.gather(*(ask(calls, m, task, item, self.max_tokens, "candidate") for m in coalition))]
+        replies = [c.text for c in await gather_answers(calls.client, *(ask(calls, m, task, item, self.max_tokens, "candidate") for m in coalition))]
         answers = [extract_answer(task, item, t) for t in replies]
         wins = np.zeros(len(coalition))
         async def judge(i, j):
@@ -230,7 +230,7 @@ class RankFusion(FollowUp):
             if v == "A": wins[i] += 1
             elif v == "B": wins[j] += 1
             else: wins[i] += 0.5; wins[j] += 0.5
-        await asyncio.gather(*(judge(i, j) for i, j in itertools.combinations(range(len(coalition)), 2)))
+        await gather_answers(calls.client, *(judge(i, j) for i, j in itertools.combinations(range(len(coalition)), 2)))
         rank = sorted(range(len(coalition)), key=lambda i: (-wins[i], i))
         top = rank[:self.top_k]
         meta = dict(ranker=ranker, wins=wins.tolist(), top=[coalition[i] for i in top])
@@ -262,7 +262,7 @@ class SelfConsistency(Protocol):
 
     async def _run(self, calls, task, item, coalition):
         req = own_request(task, item, self.max_tokens)
-        comps = await asyncio.gather(*(calls(m, role=f"sample {s}", temperature=self.temperature, seed=self.seed, sample=s, **req)
+        comps = await gather_answers(calls.client, *(calls(m, role=f"sample {s}", temperature=self.temperature, seed=self.seed, sample=s, **req)
                                        for m in coalition for s in range(self.samples)))
         per = []  # (consistency, member, its (reply, answer, probability) outcomes)
         for i, m in enumerate(coalition):

@@ -359,13 +359,15 @@ def study_results(cfg: StudyConfig, # from `load_study`
     reuse = cfg.reuse_settings()
     progress = pd.DataFrame(columns=["pool", "task", "dev", "items", "batches", "cap"])
     if reuse:
+        have = None  # what study_progress reads: the recording this replay has just read, or the folder again
         if client is None:
             folder = study_folder(cfg)
             if not folder.exists(): raise StudyError(f"{folder}: nothing recorded yet; collect with `compstrength study collect`")
             client = ModelClient(specs, mode="replay", recording=folder)
+            have = client._replay
         unknown = [p for pool in cfg.pools for p in cfg.pools[pool] if p not in client.pool]
         if unknown: raise StudyError(f"the client has no player(s) {unknown}")
-        progress = study_progress(cfg, specs=by)
+        progress = study_progress(cfg, have=have, specs=by)
     protos = cfg.protocol_objects
     units = [("reuse", t) for t in dict.fromkeys(progress.task)] + [("calls", g) for g in call_groups(cfg)]
 

@@ -111,8 +111,9 @@ def test_two_steps_change_weights_and_samples(tmp_path, live):
     else:
         pytest.fail("no seed in 0-11 gave a first group with mixed rewards")
     w0 = adapter(s.dir, 0)
-    log = run.run()
+    log = run.run(evaluate=False)  # train only: the evaluations are test_one_crl_step's
     tr = log[log.kind == "train"]
+    assert tr.step.tolist() == [0, 1] and not (log.kind == "eval").any()
     assert tr.frac_reward_zero_std.iloc[0] < 1 and tr.grad_norm.iloc[0] > 0
     w2 = adapter(s.dir, 2)
     assert [k for k in w0 if not torch.equal(w0[k], w2[k])], "two steps changed no adapter weight"

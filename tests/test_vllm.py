@@ -127,7 +127,7 @@ def served(url) -> list[str]:
 
 @pytest.mark.pool
 def test_crl_through_the_vllm_backend_resumes_after_a_restart(sampler, tmp_path):
-    "3 C-RL steps with the real partners, sampled by vLLM; the service is killed after 2 and the run resumes; each version's adapter is loaded and the previous one unloaded."
+    "2 C-RL steps with the real partners, sampled by vLLM; the service is killed after the first and the run resumes and evaluates; each version's adapter is loaded and the previous one unloaded."
     from compstrength.crl import CRLConfig, CRLRun, TrainerClient
     from test_crl import PARTNERS
     with local_pool(list(PARTNERS)) as lp:
@@ -137,21 +137,21 @@ def test_crl_through_the_vllm_backend_resumes_after_a_restart(sampler, tmp_path)
             h = trainer.health()
             assert h["backend"] == "vllm" and h["sampling_api_base"] == f"{sampler}/v1"
             assert served(sampler) == sorted([MEMBER, model_name(0)])
-            cfg = CRLConfig(partners=PARTNERS, steps=3, prompts_per_step=1, group_size=4, n_train=3, n_eval=1, eval_every=100,
+            cfg = CRLConfig(partners=PARTNERS, steps=2, prompts_per_step=1, group_size=4, n_train=3, n_eval=1, eval_every=100,
                             max_tokens=48, learning_rate=2e-3, protocol_params=dict(max_tokens=128), seed=3)
             client = ModelClient(lp.specs(), cache_dir=tmp_path/"calls")
-            CRLRun(cfg, trainer, client, tmp_path/"run", progress=False, gate="record").run(steps=2)
-            assert trainer.health()["policy_version"] == 2 and served(sampler) == sorted([MEMBER, model_name(2)])
+            CRLRun(cfg, trainer, client, tmp_path/"run", progress=False, gate="record").run(steps=1, evaluate=False)  # train only
+            assert trainer.health()["policy_version"] == 1 and served(sampler) == sorted([MEMBER, model_name(1)])
             svc.kill(signal.SIGKILL); svc.start()  # the service restarts on its state folder; vLLM keeps running
             trainer = TrainerClient(svc.url, token=TOKEN)
-            assert trainer.health()["policy_version"] == 2 and served(sampler) == sorted([MEMBER, model_name(2)])
+            assert trainer.health()["policy_version"] == 1 and served(sampler) == sorted([MEMBER, model_name(1)])
             log = CRLRun(cfg, trainer, client, tmp_path/"run", progress=False, gate="record").run()
-            assert served(sampler) == sorted([MEMBER, model_name(3)])
+            assert served(sampler) == sorted([MEMBER, model_name(2)])
         finally:
             svc.kill(signal.SIGTERM)
     tr = log[log.kind == "train"]
-    assert tr.step.tolist() == [0, 1, 2] and tr.version_after.tolist() == [1, 2, 3] and not tr.replayed.any()
-    assert log[log.kind == "eval"].step.tolist() == [0, 3]  # the policy evaluated in its system through vLLM, before and after
+    assert tr.step.tolist() == [0, 1] and tr.version_after.tolist() == [1, 2] and not tr.replayed.any()
+    assert log[log.kind == "eval"].step.tolist() == [2]  # the policy evaluated in its system through vLLM, after its last step
     # vLLM's sampling log-probabilities against the trainer's, per token (both float32 on a CPU, the same tokens):
     # a different prompt or tokenisation would put the median far above bf16 noise
     m = tr[["logprob_mismatch", "logprob_mismatch_median", "logprob_mismatch_max"]]
