@@ -18,6 +18,7 @@ from .protocols import (
     Cascade, FixedClient, MajorityVote, OracleRouter, Protocol, ProtocolError, TrainedRouter, WeightedVote,
     confidence, dev_task, extract_answer, item_text, member_order, own_request)
 from .proto_api import RouterModel, calibrate_cascade
+from .proto_base import gather_answers
 from .tasks import Item, Task, choice_letters, prompt_messages, score
 
 # %% auto #0
@@ -64,9 +65,7 @@ async def aown_answers(client: ModelClient, # answers the calls (its cache and r
                 "score": float(score(task, it, c.text).score), "confidence": confidence(c),
                 "completion_tokens": int(c.completion_tokens), "error": None,
                 "prompt_tokens": int(c.prompt_tokens), "latency": float(c.latency), "cost": float(c.cost)}
-    if getattr(client, "mode", "live") == "replay":  # answers from memory that never wait: one after another, without a task each
-        rows = [await one(m, it) for m in members for it in items]
-    else: rows = await asyncio.gather(*(one(m, it) for m in members for it in items))
+    rows = await gather_answers(client, *(one(m, it) for m in members for it in items))  # a replay's one after another
     return pd.DataFrame(rows, columns=ANSWER_COLUMNS + COST_COLUMNS)
 
 # %% ../nbs/06a_reuse.ipynb #a4c154b2
