@@ -6,7 +6,7 @@ Docs: https://compstrength.github.io/compstrength/proto_api.html.md"""
 
 # %% ../nbs/04a_proto_api.ipynb #c7f4f030
 from __future__ import annotations
-import asyncio, os, re
+import os, re
 import numpy as np
 
 from .proto_base import (

@@ -6,7 +6,7 @@ Docs: https://compstrength.github.io/compstrength/proto_logit.html.md"""
 
 # %% ../nbs/04c_proto_logit.ipynb #9582e4a7
 from __future__ import annotations
-import asyncio, math
+import math
 import numpy as np
 
 from .proto_base import gather_answers, Protocol, ask, extract_answer, register

@@ -6,7 +6,7 @@ Docs: https://compstrength.github.io/compstrength/proto_text.html.md"""
 
 # %% ../nbs/04b_proto_text.ipynb #8a566dc9
 from __future__ import annotations
-import asyncio, itertools
+import itertools
 import numpy as np
 
 from .proto_base import (

@@ -6,7 +6,7 @@ Docs: https://compstrength.github.io/compstrength/reuse.html.md"""
 
 # %% ../nbs/06a_reuse.ipynb #82ac3e3a
 from __future__ import annotations
-import asyncio, hashlib
+import hashlib
 from typing import Collection, Sequence
 
 import numpy as np
