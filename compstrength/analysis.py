@@ -19,10 +19,10 @@ from .game import item_values
 
 # %% auto #0
 __all__ = ['VALUE_METHODS', 'FLAG_COLUMNS', 'FAMILY_RULES', 'FAMILY_SENSITIVITY_RULES', 'values_table', 'exact_rank_test',
-           'rank_corr', 'min_detectable_rho', 'min_attainable_p', 'split_half_rho', 'rank_correlation', 'fork_map',
-           'holm', 'tarone_family', 'verdict', 'correlations_table', 'summarize', 'grid_table', 'family_sensitivity',
-           'spread_table', 'pairwise_table', 'record_players', 'item_values_of', 'coalition_table', 'interaction_table',
-           'contribution_table']
+           'rank_corr', 'min_detectable_rho', 'min_attainable_p', 'split_half_rho', 'rank_correlations',
+           'rank_correlation', 'fork_map', 'holm', 'tarone_family', 'verdict', 'correlations_table', 'summarize',
+           'grid_table', 'family_sensitivity', 'spread_table', 'pairwise_table', 'record_players', 'item_values_of',
+           'coalition_table', 'interaction_table', 'contribution_table']
 
 # %% ../nbs/07_analysis.ipynb #8bbcd74b
 def _tidy(x):
@@ -244,22 +244,30 @@ def split_half_rho(px: np.ndarray, # items × players: the first strength per it
 
 
 # %% ../nbs/07_analysis.ipynb #3509699f
-def _corr_ci(px: np.ndarray, py: np.ndarray, est: dict, n_boot: int, level: float, seed: int) -> dict:
-    "BCa bootstrap CIs (scipy) of Spearman ρ and Kendall τ-b between the item means of px and py, paired over items; percentile where BCa is undefined."
-    m = len(px)
-    def stat(idx, axis=-1):  # idx: resamples of item indices (..., m) → (2, ...): ρ and τ of the resampled means
+def _corr_ci(per_item: dict, # strength → (items × models) array
+             pairs: list, # (x, y) pairs of strengths
+             ests: list, # per pair, its point estimates (`spearman`, `kendall`)
+             n_boot: int, level: float, seed: int) -> list[dict]:
+    "Per pair: BCa bootstrap CIs (scipy) of Spearman ρ and Kendall τ-b between the item means of x and y, paired over items; percentile where BCa is undefined."
+    names = list(dict.fromkeys(s for p in pairs for s in p))
+    m = len(per_item[names[0]])
+    def stat(idx, axis=-1):  # idx: resamples of item indices (..., m) → (2 × pairs, ...): each pair's ρ and τ of the resampled means
         idx = np.asarray(idx, dtype=np.int64); shape = idx.shape[:-1]
         flat = idx.reshape(-1, idx.shape[-1])
         B = len(flat)
         c = np.bincount((flat + m * np.arange(B)[:, None]).ravel(), minlength=B * m).reshape(B, m) / flat.shape[1]
-        with _one_blas_thread(): bx, by = _tidy(c @ px), _tidy(c @ py)  # one BLAS thread: the same bits on any machine and in any worker
-        return np.stack([_boot_corr(bx, by, k) for k in ("spearman", "kendall")]).reshape((2, *shape))
-    with np.errstate(all="ignore"), warnings.catch_warnings():
+        with _one_blas_thread(): b = {s: _tidy(c @ per_item[s]) for s in names}  # one BLAS thread: the same bits on any machine and in any worker
+        return np.stack([_boot_corr(b[x], b[y], k) for x, y in pairs for k in ("spearman", "kendall")]).reshape((2 * len(pairs), *shape))
+    with np.errstate(all="ignore"), warnings.catch_warnings():  # one bootstrap for every pair: the same resamples and jackknife, drawn once
         warnings.simplefilter("ignore")  # BCa is undefined where a resample or a jackknife leaves ρ undefined: handled below
         res = stats.bootstrap((np.arange(m),), stat, n_resamples=n_boot, confidence_level=level, method="BCa",
                               vectorized=True, rng=np.random.default_rng(seed))
+    return [_ci_of(res, 2 * j, est, level) for j, est in enumerate(ests)]
+
+def _ci_of(res, k0: int, est: dict, level: float) -> dict:
+    "One pair's CIs from a vector bootstrap (rows k0 and k0 + 1: ρ and τ): BCa, else bias-corrected, else percentile."
     out, lo, hi = {}, (1 - level) / 2, (1 + level) / 2
-    for k, kind in enumerate(("spearman", "kendall")):
+    for k, kind in enumerate(("spearman", "kendall"), k0):
         boots = res.bootstrap_distribution[k]
         ok = boots[~np.isnan(boots)]  # undefined where a resample makes one strength constant: counted, not hidden
         a, b = float(res.confidence_interval.low[k]), float(res.confidence_interval.high[k])
@@ -275,6 +283,32 @@ def _corr_ci(px: np.ndarray, py: np.ndarray, est: dict, n_boot: int, level: floa
         out.update({f"{kind}_ci_low": a, f"{kind}_ci_high": b, f"{kind}_ci_method": how, f"{kind}_degenerate": int(len(boots) - len(ok))})
     return out
 
+def rank_correlations(table: pd.DataFrame, # from `values_table`
+                      pairs: Sequence = (("individual", "shapley"),), # (x, y) pairs of strengths
+                      n_boot: int = 2000, # bootstrap resamples over items
+                      level: float = 0.95, # CI level
+                      seed: int = 0, # bootstrap and Monte Carlo seed
+                      n_exact: int = 9, # exact permutation p-values up to this many models
+                      n_mc: int = 100_000, # Monte Carlo pairings above it
+                      alpha: float = 0.05, # level of `min_detectable`
+                      halvings: int = 200, # random splits of the items for `split_half_rho` (0: none)
+                     ) -> list[dict]: # one `rank_correlation` per pair, the same numbers, with one bootstrap for them all
+    "`rank_correlation` of several pairs of strengths of one table: the pairs share their bootstrap resamples, drawn once."
+    pairs = [tuple(p) for p in pairs]
+    per_item = {c: table.attrs["per_item"][c].to_numpy(dtype=float) for p in pairs for c in p}
+    m, out = len(per_item[pairs[0][0]]), []
+    for x, y in pairs:
+        res = dict(x=x, y=y, n_models=len(table), n_items=m, n_boot=n_boot)
+        for kind in ("spearman", "kendall"):
+            t = exact_rank_test(table[x], table[y], kind, n_exact=n_exact, n_mc=n_mc, seed=seed)
+            res.update({kind: t["statistic"], f"{kind}_p": t["p"], f"{kind}_p_method": t["method"], f"{kind}_p_se": t["p_se"]})
+        out.append(res)
+    for res, ci in zip(out, _corr_ci(per_item, pairs, out, n_boot, level, seed)): res.update(ci)
+    for res, (x, y) in zip(out, pairs):
+        res["min_detectable"] = min_detectable_rho(len(table), "spearman", alpha)
+        res.update(split_half_rho(per_item[x], per_item[y], halvings, seed))  # x on one half of the items, y on the other
+    return out
+
 def rank_correlation(table: pd.DataFrame, # from `values_table`
                      x: str = "individual", # first strength
                      y: str = "shapley", # second strength
@@ -287,16 +321,7 @@ def rank_correlation(table: pd.DataFrame, # from `values_table`
                      halvings: int = 200, # random splits of the items for `split_half_rho` (0: none)
                     ) -> dict:
     "Spearman and Kendall correlation of `x` and `y` across models, with exact permutation p-values, paired BCa bootstrap CIs over items, and ρ with no shared items."
-    px, py = (table.attrs["per_item"][c].to_numpy(dtype=float) for c in (x, y))
-    m = len(px)
-    res = dict(x=x, y=y, n_models=len(table), n_items=m, n_boot=n_boot)
-    for kind in ("spearman", "kendall"):
-        t = exact_rank_test(table[x], table[y], kind, n_exact=n_exact, n_mc=n_mc, seed=seed)
-        res.update({kind: t["statistic"], f"{kind}_p": t["p"], f"{kind}_p_method": t["method"], f"{kind}_p_se": t["p_se"]})
-    res.update(_corr_ci(px, py, res, n_boot, level, seed))
-    res["min_detectable"] = min_detectable_rho(len(table), "spearman", alpha)
-    res.update(split_half_rho(px, py, halvings, seed))  # x on one half of the items, y on the other
-    return res
+    return rank_correlations(table, [(x, y)], n_boot, level, seed, n_exact, n_mc, alpha, halvings)[0]
 
 # %% ../nbs/07_analysis.ipynb #c6caa94e
 _WORK = None  # the function the forked workers run: set in the parent just before it forks
@@ -412,8 +437,8 @@ def correlations_table(settings: dict, # (pool, protocol, family, task) → valu
                        shapley_halfwidth_max=float(((t.shapley_ci_high - t.shapley_ci_low) / 2).max()) if "shapley_ci_low" in t else np.nan,
                        loo_all_zero=bool((t.loo.abs() <= 1e-12).all()))  # LOO ranks nobody
         if flags: setting.update({k: flags.get(key, {}).get(k, np.nan) for k in FLAG_COLUMNS})
-        return [dict(pool=pool, protocol=protocol, family=family, task=task, **rank_correlation(t, x, y, alpha=alpha, **kw), **setting)
-                for x, y in (("individual", "shapley"), ("individual", "loo"), ("loo", "shapley"))]
+        pairs = (("individual", "shapley"), ("individual", "loo"), ("loo", "shapley"))
+        return [dict(pool=pool, protocol=protocol, family=family, task=task, **rc, **setting) for rc in rank_correlations(t, pairs, alpha=alpha, **kw)]
     c = pd.DataFrame([r for rows in fork_map(setting_rows, len(items), workers) for r in rows])
     if not len(c): return c
     bound = c.protocol.isin(list(exclude))

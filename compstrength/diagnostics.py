@@ -6,6 +6,7 @@ Docs: https://compstrength.github.io/compstrength/diagnostics.html.md"""
 
 # %% ../nbs/06b_diagnostics.ipynb #24fb3aee
 from __future__ import annotations
+from functools import lru_cache
 from typing import Sequence
 import numpy as np
 import pandas as pd
@@ -55,6 +56,12 @@ def chance_level(task # a `tasks.Task`
     return float(np.mean([1 / len(it.choices) for it in task.items])) if len(task.items) else np.nan
 
 # %% ../nbs/06b_diagnostics.ipynb #bd04ed8a
+@lru_cache(maxsize=65536)
+def _proportion_ci(k: int, n: int, level: float, method: str) -> tuple:
+    "scipy's binomial CI of k successes in n (`binomtest(k, n).proportion_ci`), as (low, high): once per (k, n, level, method), however many tables ask."
+    ci = stats.binomtest(k, n).proportion_ci(level, method=method)
+    return ci.low, ci.high
+
 def chance_table(answers: pd.DataFrame, # own answers: model (or member), task, item, answer, score; a `source` column is kept
                  chance: dict, # task → chance level (`chance_level`)
                  level: float = 0.95, # CI level of the accuracy (exact)
@@ -70,14 +77,14 @@ def chance_table(answers: pd.DataFrame, # own answers: model (or member), task, 
     rows = []
     for key, g in a.groupby(keys, sort=False):
         n, k = len(g), int(round(float(g.score.sum())))
-        ci = stats.binomtest(k, n).proportion_ci(level, method="exact")
+        lo, hi = _proportion_ci(k, n, level, "exact")
         top = g.answer.fillna("(none)").astype(str).value_counts()
         top = top[top == top.max()].sort_index()  # ties: the first by its text, never by row order
         ch = float(chance[g.task.iloc[0]])
         row = dict(zip(keys, key if isinstance(key, tuple) else (key,)))
-        row.update(items=n, correct=k, accuracy=k / n, ci_low=ci.low, ci_high=ci.high, chance=ch,
+        row.update(items=n, correct=k, accuracy=k / n, ci_low=lo, ci_high=hi, chance=ch,
                    top_answer=top.index[0], top_share=float(top.iloc[0]) / n)
-        row.update(at_chance=bool(ci.low <= ch + 1e-12), one_answer=bool(row["top_share"] >= one_answer))
+        row.update(at_chance=bool(lo <= ch + 1e-12), one_answer=bool(row["top_share"] >= one_answer))
         row["guessing"] = row["at_chance"] or row["one_answer"]
         rows.append(row)
     return pd.DataFrame(rows)

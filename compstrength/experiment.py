@@ -483,7 +483,11 @@ def concat_rows(frames: Sequence[pd.DataFrame], # tables with the same columns
     if not frames: return pd.DataFrame()
     cols = list(frames[0].columns)
     cats = [c for c in cols if all(c in f and isinstance(f[c].dtype, pd.CategoricalDtype) for f in frames)]
-    out = pd.concat([f.drop(columns=cats) for f in frames], ignore_index=True)
+    rest = [c for c in cols if c not in cats]
+    plain = all(list(f.columns) == cols for f in frames) and all(  # the same plain NumPy column everywhere: joined as arrays,
+        isinstance(frames[0][c].dtype, np.dtype) and all(f[c].dtype == frames[0][c].dtype for f in frames) for c in rest)  # not frames copied first
+    if plain: out = pd.DataFrame({c: np.concatenate([f[c].to_numpy() for f in frames]) for c in rest}, columns=rest)
+    else: out = pd.concat([f.drop(columns=cats) for f in frames], ignore_index=True)
     for c in cats: out[c] = union_categoricals([f[c] for f in frames])
     return out[cols + [c for c in out.columns if c not in cols]]
 
@@ -561,9 +565,10 @@ def write_csv_gz(df: pd.DataFrame, # the table (text columns may be categorical)
     "Write `df` as a gzipped CSV with Arrow's writer: exact floats, byte-identical for the same table (no time stamp)."
     import pyarrow as pa, pyarrow.csv as pacsv
     table, buf = pa.Table.from_pandas(df, preserve_index=False), pa.BufferOutputStream()
-    try: pacsv.write_csv(table, buf, pacsv.WriteOptions(quoting_style="none"))
+    big = 1 << 16  # rows per batch: the same bytes as Arrow's default 1024, in half the time over millions of rows
+    try: pacsv.write_csv(table, buf, pacsv.WriteOptions(quoting_style="none", batch_size=big))
     except pa.ArrowInvalid:  # a value holds a comma, quote or line break: quote the text values
-        buf = pa.BufferOutputStream(); pacsv.write_csv(table, buf, pacsv.WriteOptions(quoting_style="needed"))
+        buf = pa.BufferOutputStream(); pacsv.write_csv(table, buf, pacsv.WriteOptions(quoting_style="needed", batch_size=big))
     path = Path(path); path.write_bytes(gzip.compress(buf.getvalue().to_pybytes(), compresslevel=1, mtime=0))
     return path
 

@@ -113,10 +113,10 @@ async def arun_one(self: CoalitionGame,
                   ) -> dict: # the outcome row, with `cached`
     "The outcome of (`coalition`, `item`): from the coalition cache, else one protocol run (always a run when the client records or extends)."
     coalition = frozenset(coalition)
-    if getattr(self.client, "mode", "live") not in ("record", "extend"):  # a run that writes a recording re-runs every coalition
-        hit = self.lookup(coalition, item)                                  # through its calls (from the call cache): a result cached
-        if hit is not None: return hit                                      # by a run that never wrote its calls must not hide them
     key = self.key(coalition, item.id)
+    if getattr(self.client, "mode", "live") not in ("record", "extend"):  # a run that writes a recording re-runs every coalition
+        hit = self.cache.get(key)                                           # through its calls (from the call cache): a result cached
+        if hit is not None: return self._outcome(hit, model_calls=0, cached=True)  # by a run that never wrote its calls must not hide them
     members = member_order(self.client, coalition)
     row = dict(protocol=self.protocol.name, task=self.task.name, coalition=coalition_label(coalition, self.players),
                size=len(members), item=item.id, gold=item.answer, transcript=key)

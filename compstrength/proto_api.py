@@ -124,7 +124,7 @@ class RouterModel:
         from sklearn.linear_model import LogisticRegression
         self.features, self.members = features, list(correct)
         if features not in ("tfidf", "minilm"): raise ProtocolError(f"features must be 'tfidf' or 'minilm', not {features!r}")
-        texts = tuple(texts)
+        texts = self._dev = tuple(texts)
         self.vec, X = self._fit((features, texts), lambda: self._features(features, texts))
         self.models = {}
         for m, y in correct.items():
@@ -159,7 +159,8 @@ class RouterModel:
         "`predict` for many questions at once: the same numbers, bit for bit (TF-IDF rows are computed one by one), far faster."
         texts = list(texts)
         if self.features != "tfidf" or not texts: return [self.predict(t) for t in texts]  # MiniLM embeds one question at a time
-        X = self.vec.transform(texts)
+        # the same questions' features under the same vectorizer, once: every pool of a study asks them of its own router
+        X = self._fit((self.features, "transform", self._dev, tuple(texts)), lambda: self.vec.transform(texts))
         cols = {m: (np.full(len(texts), mod) if isinstance(mod, float) else mod.predict_proba(X)[:, 1]) for m, mod in self.models.items()}
         return [{m: float(c[i]) for m, c in cols.items()} for i in range(len(texts))]
 

@@ -100,7 +100,8 @@ def _grid(answers, members, items, what) -> dict:
         have = set(zip(a.member, a.item))
         gap = next((m, i) for m in members for i in items if (m, i) not in have)
         raise ValueError(f"{what} answers miss {len(members) * len(items) - len(a)} (member, item) pairs, e.g. {gap}")
-    a = a.set_index(["member", "item"]).loc[[(m, i) for m in members for i in items]]
+    # member by member, each member's items in the given order: one row per pair (checked above), sorted by their positions
+    a = a.iloc[np.lexsort((pd.Categorical(a.item, categories=list(items)).codes, pd.Categorical(a.member, categories=list(members)).codes))]
     shape = (len(members), len(items))
     return dict(score=a.score.to_numpy(float).reshape(shape), confidence=a.confidence.to_numpy(float).reshape(shape),
                 error=a.error.notna().to_numpy().reshape(shape), answer=a.answer.to_numpy(object).reshape(shape),

@@ -21,7 +21,7 @@ from .models import (PROMPT_STYLES, Completion, ModelClient, ModelSpec, ReplayMi
 from .config import REUSE_PROTOCOLS, StudyConfig, StudyError, load_study, study_players
 from .experiment import (ConfigError, ExperimentConfig, call_groups, concat_rows, experiment_config, item_order, players_from, protocol_row,
                                      run_experiment, setting_record)
-from .diagnostics import chance_level, chance_table, game_flags
+from .diagnostics import _proportion_ci, chance_level, chance_table, game_flags
 from .analysis import (correlations_table, family_sensitivity, fork_map, grid_table, pairwise_table, spread_table, summarize,
                                    values_table)
 from .attribution import ESTIMATOR, attribute, attribute_items, bootstrap_ci
@@ -114,13 +114,14 @@ def task_folder(task: str # a task's name
 def study_progress(cfg: StudyConfig, # from `load_study`
                    have: dict|None = None, # key → completion (default: the study's recording folder)
                    specs: dict|None = None, # name → `ModelSpec` (default: `cfg.specs()`)
+                   tasks: Sequence[str]|None = None, # only these tasks (default: every task collected in batches)
                   ) -> pd.DataFrame: # pool, task, dev (recorded?), items (recorded test items), batches, cap
     "How much of each (pool, task) collected in batches the recording holds: the dev batch, and the whole test batches in the study's order."
     if have is None: have = load_recording(study_folder(cfg)) if study_folder(cfg).exists() else {}
     specs = specs or {s.name: s for s in cfg.specs()}
     e, rows = cfg.evaluation, []
     for t in cfg.tasks:
-        if not t.adaptive: continue
+        if not t.adaptive or (tasks is not None and t.name not in tasks): continue
         pools = cfg.adaptive_players(t.name)
         if not pools: continue
         task = load_task(t.name, split="test")
@@ -275,7 +276,7 @@ def agreement_table(answers: pd.DataFrame, # own answers: columns member, item, 
         for b in players[i + 1:]:
             both = wide[[a, b]].dropna()
             k, n = int((both[a] == both[b]).sum()), len(both)
-            lo, hi = stats.binomtest(k, n).proportion_ci(level, method="wilson") if n else (np.nan, np.nan)
+            lo, hi = _proportion_ci(k, n, level, "wilson") if n else (np.nan, np.nan)
             rows.append(dict(a=a, b=b, items=n, agree=k / n if n else np.nan, ci_low=lo, ci_high=hi))
     return pd.DataFrame(rows, columns=["a", "b", "items", "agree", "ci_low", "ci_high"])
 
@@ -357,9 +358,8 @@ def study_results(cfg: StudyConfig, # from `load_study`
     specs = cfg.specs(bases)
     by = {s.name: s for s in specs}
     reuse = cfg.reuse_settings()
-    progress = pd.DataFrame(columns=["pool", "task", "dev", "items", "batches", "cap"])
+    have, reuse_tasks = None, []  # what study_progress reads: the recording this replay has just read, or the folder again
     if reuse:
-        have = None  # what study_progress reads: the recording this replay has just read, or the folder again
         if client is None:
             folder = study_folder(cfg)
             if not folder.exists(): raise StudyError(f"{folder}: nothing recorded yet; collect with `compstrength study collect`")
@@ -367,14 +367,17 @@ def study_results(cfg: StudyConfig, # from `load_study`
             have = client._replay
         unknown = [p for pool in cfg.pools for p in cfg.pools[pool] if p not in client.pool]
         if unknown: raise StudyError(f"the client has no player(s) {unknown}")
-        progress = study_progress(cfg, have=have, specs=by)
+        reuse_tasks = [t.name for t in cfg.tasks if t.adaptive and cfg.adaptive_players(t.name)]  # `study_progress`'s tasks
+        if have is None: have = load_recording(study_folder(cfg)) if study_folder(cfg).exists() else {}  # read once, for every part
     protos = cfg.protocol_objects
-    units = [("reuse", t) for t in dict.fromkeys(progress.task)] + [("calls", g) for g in call_groups(cfg)]
+    units = [("reuse", t) for t in reuse_tasks] + [("calls", g) for g in call_groups(cfg)]
 
     def pooled(gm, pool):  # the per-item games' columns stay categorical (`concat_rows`): millions of rows in a full study
         return gm.assign(pool=pd.Categorical.from_codes(np.zeros(len(gm), dtype=np.int8), [pool]))
 
     def reuse_part(task: str, out: dict):  # every pool's reuse settings on one task
+        progress = study_progress(cfg, have=have, specs=by, tasks=[task])  # what the recording holds of it, read here, beside the other parts
+        out["progress"].append(progress)
         full = load_task(task, split="test")
         order, store = item_order(full, e.seed), AnswerStore(client, e.max_tokens)
         for r in progress[progress.task == task].itertuples():
@@ -428,7 +431,7 @@ def study_results(cfg: StudyConfig, # from `load_study`
 
     def run(i):
         kind, what = units[i]
-        out = {k: [] for k in ("settings", "flags", "pairs", "coal", "games", "inds", "chance", "ptab", "agree", "status", "values", "outs", "pending")}
+        out = {k: [] for k in ("settings", "flags", "pairs", "coal", "games", "inds", "chance", "ptab", "agree", "status", "values", "outs", "pending", "progress")}
         out.update(requests=0, calls=0)
         if kind == "reuse":
             n0 = len(client.log)
@@ -436,12 +439,16 @@ def study_results(cfg: StudyConfig, # from `load_study`
             new = client.log[n0:]; out.update(requests=len(new), calls=sum(not c.cached for c in new))
         else: calls_part(what, out)
         return out
-    size = [np.inf if k == "calls" else float(progress.loc[progress.task == w, "items"].sum()) for k, w in units]
-    # the longest parts first (the coalition games, then the tasks with most items collected), so that no core idles at the end
+    def recorded(task):  # the bytes recorded of a task: its part's work, roughly (the order of the parts never changes the record)
+        d = study_folder(cfg)/task_folder(task)
+        return float(sum(p.stat().st_size for p in d.glob("*.jsonl*"))) if d.is_dir() else 0.0
+    size = [np.inf if k == "calls" else recorded(w) for k, w in units]
+    # the longest parts first (the coalition games, then the tasks with most recorded), so that no core idles at the end
     first = sorted(range(len(units)), key=lambda i: -size[i])
     done = fork_map(lambda j: run(first[j]), len(units), workers if mode == "replay" else 1)  # a live run's recordings are grown by one process
     parts = [done[first.index(i)] for i in range(len(units))]  # the record in the units' own order
     got = {k: [x for p in parts for x in p[k]] for k in parts[0] if k not in ("requests", "calls")} if parts else {}
+    progress = pd.concat(got["progress"], ignore_index=True) if got.get("progress") else pd.DataFrame(columns=["pool", "task", "dev", "items", "batches", "cap"])
     settings, flags = dict(got.get("settings", [])), dict(got.get("flags", []))
     if not settings:
         why = f" ({got['pending'][0]['why']})" if got.get("pending") else ""
