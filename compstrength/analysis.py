@@ -7,7 +7,7 @@ Docs: https://compstrength.github.io/compstrength/analysis.html.md"""
 # %% ../nbs/07_analysis.ipynb #65eeaaad
 from __future__ import annotations
 from functools import lru_cache
-import inspect, itertools, multiprocessing, os, threading, warnings
+import inspect, itertools, multiprocessing, os, signal, threading, warnings
 from math import factorial
 from typing import Sequence
 import numpy as np
@@ -330,6 +330,9 @@ def _run_work(i: int): return _WORK(i)
 
 def _worker_one_blas_thread():
     "A worker's BLAS runs on one thread: the workers already fill the cores, and more threads per worker (OpenBLAS's default) oversubscribe them."
+    # SIGTERM ends a worker at once, as by default: a handler inherited from the parent (the command's `sys.exit`) runs only
+    # on a worker's main thread, which, blocked on the pool's queue while a library thread takes the signal, may never run it
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     from threadpoolctl import threadpool_limits
     threadpool_limits(1)
 
@@ -343,10 +346,14 @@ def fork_map(fn, # fn(i) -> a picklable result
     if workers <= 1 or n <= 1 or "fork" not in multiprocessing.get_all_start_methods() or threading.active_count() > 1:
         return [fn(i) for i in range(n)]  # a fork of a threaded process can deadlock on a lock another thread held
     _WORK = fn
+    pool = multiprocessing.get_context("fork").Pool(min(workers, n), initializer=_worker_one_blas_thread)
     try:
-        with multiprocessing.get_context("fork").Pool(min(workers, n), initializer=_worker_one_blas_thread) as pool:
-            return pool.map(_run_work, range(n), chunksize=1)
-    finally: _WORK = None
+        out = pool.map(_run_work, range(n), chunksize=1)
+        pool.close(); pool.join()  # done: the workers leave on their own, with no signal to wait on
+        return out
+    finally:
+        pool.terminate()  # after a failure, the workers still running are stopped (after a join, nothing is left to stop)
+        _WORK = None
 
 # %% ../nbs/07_analysis.ipynb #cf728c10
 def holm(p # p-values (NaN: no test)
