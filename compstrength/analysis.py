@@ -309,6 +309,7 @@ def rank_correlations(table: pd.DataFrame, # from `values_table`
         res.update(split_half_rho(per_item[x], per_item[y], halvings, seed))  # x on one half of the items, y on the other
     return out
 
+# %% ../nbs/07_analysis.ipynb #d583153c
 def rank_correlation(table: pd.DataFrame, # from `values_table`
                      x: str = "individual", # first strength
                      y: str = "shapley", # second strength

@@ -209,6 +209,7 @@ def canonical_json(fields: dict) -> bytes:
         if b is not None and b.isascii() and b"\x7f" not in b: return b  # json escapes DEL and non-ASCII; orjson writes them raw
     return json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()
 
+# %% ../nbs/00a_models.ipynb #c1ca856e
 def cache_key(fields: dict) -> str:
     "sha256 of the canonical JSON of `fields`."
     return hashlib.sha256(canonical_json(fields)).hexdigest()
