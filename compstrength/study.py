@@ -358,7 +358,7 @@ def study_results(cfg: StudyConfig, # from `load_study`
     specs = cfg.specs(bases)
     by = {s.name: s for s in specs}
     reuse = cfg.reuse_settings()
-    have, reuse_tasks = None, []  # what study_progress reads: the recording this replay has just read, or the folder again
+    have, reuse_tasks = None, []  # what study_progress reads: the recording this replay has just read, else the folder, read once
     if reuse:
         if client is None:
             folder = study_folder(cfg)
