@@ -543,11 +543,11 @@ def cmd_design(a: argparse.Namespace, # `results`, `pool`, `protocol`, `task`, `
     return 0
 
 # %% ../nbs/13_cli.ipynb #5d637c76
-def cmd_docs(a: argparse.Namespace, # `nbs`, `out`, `renderer` and `workers`
+def cmd_docs(a: argparse.Namespace, # `nbs`, `out`, `renderer`, `workers` and `flags`
             ) -> int: # 0, or 1 if the build stopped
     "`compstrength docs`: render the notebooks into the documentation site."
     from compstrength.docs import DocsError, build_docs
-    try: build_docs(a.nbs, a.out, renderer=a.renderer, n_workers=a.workers)
+    try: build_docs(a.nbs, a.out, renderer=a.renderer, n_workers=a.workers, flags=a.flags or ())
     except DocsError as e:  # a failing cell (named) or no Quarto for --renderer quarto
         print(f"compstrength: error: {e}", file=sys.stderr)
         return 1
@@ -659,6 +659,8 @@ def cli_parser() -> argparse.ArgumentParser: # the `compstrength` command's pars
                      help="quarto: nbdev-docs (needs Quarto); offline: execute and render here; auto: quarto if on PATH")
     pdoc.add_argument("--nbs", default="nbs", help="notebooks folder (default: nbs/)")
     pdoc.add_argument("--workers", type=int, default=2, help="notebooks executed at a time (default: 2)")
+    pdoc.add_argument("--flags", nargs="+", metavar="FLAG", help="flagged cells to run too, as nbdev-test --flags (slow: the live cells; "
+                      "the site is then also the notebook test)")
     pv = sub.add_parser("vllm", help="vLLM's own environment: `setup` builds it once per machine (pinned wheel), `status` says where it is")
     pv.add_argument("action", choices=["setup", "status"])
     pt = sub.add_parser("serve-trainer", help="the C-RL training service (FastAPI): samples from and trains a policy")

@@ -436,7 +436,8 @@ def build_docs(nbs_path: str | Path = "nbs", # the notebooks folder
                out: str | Path = "_docs", # where the site goes
                renderer: str = "auto", # "auto" (Quarto if on PATH), "quarto" or "offline"
                n_workers: int = 2, # notebooks executed at a time (at least 1: each runs in a worker process)
-               skip_flags: list[str] | None = None, # cell flags not run (default: the project's `tst_flags`)
+               skip_flags: list[str] | None = None, # cell flags not run (default: the project's `tst_flags`, less `flags`)
+               flags: list[str] = (), # flagged cells to run too, as `nbdev-test --flags` (e.g. ["slow"]: the site is then also the notebook test)
                quiet: bool = False, # print nothing
               ) -> Path: # `out`
     "Render the notebooks of `nbs_path` into a site in `out`."
@@ -454,7 +455,7 @@ def build_docs(nbs_path: str | Path = "nbs", # the notebooks folder
         say(f"{out}: {time.perf_counter() - t0:.1f} s (nbdev-docs)")
         return out
     cfg = get_config(nbs)
-    if skip_flags is None: skip_flags = str(cfg.get("tst_flags", "notest")).split()
+    if skip_flags is None: skip_flags = [f for f in str(cfg.get("tst_flags", "notest")).split() if f not in flags]
     files = doc_notebooks(nbs)
     if not files: raise DocsError(f"{nbs}: no notebooks")
     pages = [dict(page=page_path(f, nbs).as_posix(), title=nb_frontmatter(read_nb(f)).get("title", f.stem)) for f in files]
@@ -463,7 +464,7 @@ def build_docs(nbs_path: str | Path = "nbs", # the notebooks folder
     (out/"styles.css").write_text(_CSS + _pygments_css())
     lib = cfg.get("lib_name") or ""
     name = lib or pages[0]["title"]
-    entries, n_charts, times = {}, 0, {}
+    entries, n_charts, times, errors = {}, 0, {}, []
     timeout = cfg.get("cell_timeout") or None
     if sys.platform == "linux": _preimport(nbs)  # once here rather than once per notebook process
     prev = _read_times(out)  # the slowest notebooks of the last build start first
@@ -476,7 +477,8 @@ def build_docs(nbs_path: str | Path = "nbs", # the notebooks folder
         with contextlib.closing(run_notebooks([f for f, _ in order], n_workers, skip_flags, timeout)) as results:
             for f, r in results:
                 p = page_of[f]
-                if "error" in r: raise DocsError(r["error"])
+                if "error" in r:  # the other notebooks go on, as under nbdev-test: every failure is said at the end
+                    errors.append(r["error"]); say(f"  {p['page']:<32} FAILED"); continue
                 charts, es = [], []
                 rel = p["page"]
                 page_links = {k: "../" * rel.count("/") + (v if v.split("#")[0] != rel else "#" + v.split("#")[1]) for k, v in links.items()}
@@ -489,6 +491,7 @@ def build_docs(nbs_path: str | Path = "nbs", # the notebooks folder
                 say(f"  {rel:<32} {r['title'][:48]:<48} {r['seconds']:6.1f} s" + (f"  ({len(charts)} charts)" if charts else ""))
     finally:
         bundle.join()
+    if errors: raise DocsError(f"{len(errors)} of {len(files)} notebooks failed:\n\n" + "\n\n".join(errors))
     if bundle.exitcode != 0: raise DocsError(f"writing {out/'vega-bundle.js'} failed (exit code {bundle.exitcode})")
     entries = {p["page"]: entries[p["page"]] for p in pages}  # in sidebar order
     if prev:  # a site this renderer built before: drop the pages of notebooks that are gone

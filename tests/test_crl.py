@@ -32,7 +32,7 @@ def partners():
 
 def cfg(**kw):
     base = dict(partners=PARTNERS, steps=1, prompts_per_step=1, group_size=4, n_train=2, n_eval=1, eval_every=100,
-                max_tokens=48, learning_rate=2e-3, protocol_params=dict(max_tokens=128), seed=3)
+                max_tokens=48, learning_rate=2e-3, protocol_params=dict(max_tokens=64), seed=3)
     return CRLConfig(**{**base, **kw})
 
 

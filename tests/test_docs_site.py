@@ -2,7 +2,11 @@
 network blocked: the pages load, nothing is fetched from outside `file://`, and a page's Altair chart draws.
 
 Builds the real site once (`compstrength docs --renderer offline`, which executes every notebook: a few minutes on
-2 cores) into a temporary folder. Screenshots go to `test-artifacts/` at the repo root.
+2 cores) into a temporary folder. Under `./test.sh` the notebook phase has already built it, executing every notebook
+with its slow cells (`--flags slow`), and names it in `COMPSTRENGTH_DOCS_SITE`: these tests then read that site
+(built from the same notebooks minutes before, and only when every notebook passed; a notebook changed since is
+refused) rather than execute every
+notebook again. Screenshots go to `test-artifacts/` at the repo root.
 
 Run: `.venv/bin/python -m pytest -q tests/test_docs_site.py`
 """
@@ -22,9 +26,23 @@ _REMOTE_ASSET = re.compile(r"""<(?:script|link|img|iframe)\b[^>]*\b(?:src|href)\
 _CSS_REMOTE = re.compile(r"""@import|url\(\s*["']?\s*(?:[a-z]+:)?//""", re.I)
 
 
+def _prebuilt() -> Path | None:
+    "The site `./test.sh` built from these notebooks, if it names one; refused if incomplete or older than a notebook."
+    d = os.environ.get("COMPSTRENGTH_DOCS_SITE")
+    if not d: return None
+    site = Path(d)
+    assert (site/"api.html").exists() and (site/".build-times.json").exists(), \
+        f"COMPSTRENGTH_DOCS_SITE={d} is not a finished site: its build failed (see the notebook phase above)"
+    built = (site/".build-times.json").stat().st_mtime
+    newer = [p.name for p in (REPO/"nbs").rglob("*.ipynb") if p.stat().st_mtime > built]
+    assert not newer, f"COMPSTRENGTH_DOCS_SITE={d} is older than {newer}: rebuild it, or unset the variable"
+    return site
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
-    "The project's docs, rendered offline into a temporary folder."
+    "The project's docs, rendered offline into a temporary folder (or the site `./test.sh` just built)."
+    if (pre := _prebuilt()) is not None: return pre
     out = tmp_path_factory.mktemp("docs")/"_docs"
     exe = Path(sys.executable).with_name("compstrength")
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}

@@ -138,7 +138,7 @@ def test_crl_through_the_vllm_backend_resumes_after_a_restart(sampler, tmp_path)
             assert h["backend"] == "vllm" and h["sampling_api_base"] == f"{sampler}/v1"
             assert served(sampler) == sorted([MEMBER, model_name(0)])
             cfg = CRLConfig(partners=PARTNERS, steps=2, prompts_per_step=1, group_size=4, n_train=3, n_eval=1, eval_every=100,
-                            max_tokens=48, learning_rate=2e-3, protocol_params=dict(max_tokens=128), seed=3)
+                            max_tokens=48, learning_rate=2e-3, protocol_params=dict(max_tokens=64), seed=3)
             client = ModelClient(lp.specs(), cache_dir=tmp_path/"calls")
             CRLRun(cfg, trainer, client, tmp_path/"run", progress=False, gate="record").run(steps=1, evaluate=False)  # train only
             assert trainer.health()["policy_version"] == 1 and served(sampler) == sorted([MEMBER, model_name(1)])
