@@ -66,7 +66,7 @@ set +e
 nb_rc=$?
 set -e
 [ $nb_rc -eq 0 ] && export COMPSTRENGTH_DOCS_SITE="$PWD/$site"  # a failed build leaves the docs tests to build their own
-phase "notebooks (replays + live slow cells) = docs site"
+phase "notebooks, live slow cells (= docs site)"
 
 echo "== pytest"
 set +e
