@@ -5,8 +5,7 @@ Builds the real site once (`compstrength docs --renderer offline`, which execute
 2 cores) into a temporary folder. Under `./test.sh` the notebook phase has already built it, executing every notebook
 with its slow cells (`--flags slow`), and names it in `COMPSTRENGTH_DOCS_SITE`: these tests then read that site
 (built from the same notebooks minutes before, and only when every notebook passed; a notebook changed since is
-refused) rather than execute every
-notebook again. Screenshots go to `test-artifacts/` at the repo root.
+refused) rather than execute every notebook again. Screenshots go to `test-artifacts/` at the repo root.
 
 Run: `.venv/bin/python -m pytest -q tests/test_docs_site.py`
 """
